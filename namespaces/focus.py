@@ -1,0 +1,12 @@
+"""focus: the fast/slow focus loops (locked_system's memories)."""
+
+from shared.memory.spec import DAY, NamespaceSpec
+
+
+NAMESPACES = [
+    NamespaceSpec("focus.fast", tier="hot", max_keys=10_000, description="per-turn progress and signals"),
+    NamespaceSpec("focus.slow", description="commitment lease, decisions, bootstrap"),
+    NamespaceSpec("focus.lanes", description="active work lanes"),
+    NamespaceSpec("focus.consent", description="consent preferences per category"),
+    NamespaceSpec("focus.gates", ttl=30 * DAY, description="gate transitions"),
+]

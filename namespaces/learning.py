@@ -1,0 +1,10 @@
+"""learning: learned patterns, feedback and generalizations."""
+
+from shared.memory.spec import DAY, NamespaceSpec
+
+
+NAMESPACES = [
+    NamespaceSpec("learning.patterns", description="patterns learned across sessions"),
+    NamespaceSpec("learning.feedback", ttl=60 * DAY, description="explicit feedback events"),
+    NamespaceSpec("learning.generalizations", description="generalizations drawn from patterns"),
+]

@@ -1,0 +1,10 @@
+"""reasoning: strategy choice, escalation and routing."""
+
+from shared.memory.spec import DAY, NamespaceSpec
+
+
+NAMESPACES = [
+    NamespaceSpec("reasoning.strategies", description="strategies and how well they worked"),
+    NamespaceSpec("reasoning.escalations", ttl=30 * DAY, description="escalations raised to a higher altitude"),
+    NamespaceSpec("reasoning.routing", description="routing decisions between modules"),
+]

@@ -1,0 +1,102 @@
+"""The error hierarchy.
+
+Every error the package raises derives from :class:`MemoryStoreError`, and each
+leaf also derives from the built-in a caller would naturally catch
+(``ValueError`` for bad input, ``PermissionError`` for access, ``TimeoutError``
+for locks, ``OSError`` for the disk), so ``except ValueError`` keeps working in
+code that never heard of this package.
+
+Errors carry structured attributes (``namespace``, ``key``, ``path``, ...) and
+pickle cleanly, so a worker process can send one back to its parent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryStoreError(Exception):
+    """Root of every error raised by hrm-memory."""
+
+    def __init__(self, message: str, **attrs: Any) -> None:
+        super().__init__(message)
+        self.__dict__.update(attrs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from the message and restore the structured attributes;
+        # the built-in bases (OSError in particular) would otherwise try to
+        # re-run __init__ with positional args they interpret themselves.
+        return (_rebuild, (type(self), str(self), dict(self.__dict__)))
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _rebuild(cls: type[MemoryStoreError], message: str, attrs: dict[str, Any]) -> MemoryStoreError:
+    return cls(message, **attrs)
+
+
+class InvalidNamespace(MemoryStoreError, ValueError):
+    """The namespace name is malformed (attribute ``namespace``)."""
+
+
+class UndeclaredNamespace(InvalidNamespace, LookupError):
+    """The namespace is well formed but was never declared."""
+
+
+class InvalidKey(MemoryStoreError, ValueError):
+    """The key is not a usable key (attributes ``namespace``, ``key``)."""
+
+
+class InvalidValue(MemoryStoreError, ValueError, TypeError):
+    """The value is not plain JSON data (NaN, non-str dict key, int over 64 bits,
+    circular or too deep, an object, a tuple, ...). Attribute ``path`` locates it."""
+
+
+class ValueTooLarge(InvalidValue):
+    """The encoded value exceeds the namespace's ``max_value_bytes``."""
+
+
+class AccessDenied(MemoryStoreError, PermissionError):
+    """A scoped handle tried to touch a namespace outside its scope."""
+
+
+class LockTimeout(MemoryStoreError, TimeoutError):
+    """A cross-process lock was not acquired within ``lock_timeout`` seconds."""
+
+
+class CorruptRecord(MemoryStoreError, OSError):
+    """Stored bytes failed their checksum or could not be decoded.
+
+    The damaged bytes are reported by :meth:`MemoryManager.check` and moved
+    aside by ``check(fix=True)``; they are never silently dropped."""
+
+
+class StoreClosed(MemoryStoreError, ValueError):
+    """The manager was used after :meth:`MemoryManager.close`."""
+
+
+class Unsupported(MemoryStoreError, NotImplementedError):
+    """The tier cannot honour the request (see its declared capabilities)."""
+
+
+class StorageError(MemoryStoreError, OSError):
+    """The file system refused a write (disk full, read-only, permission).
+
+    The store is unchanged: a record is either wholly written or not at all."""
+
+
+__all__ = [
+    "AccessDenied",
+    "CorruptRecord",
+    "InvalidKey",
+    "InvalidNamespace",
+    "InvalidValue",
+    "LockTimeout",
+    "MemoryStoreError",
+    "StorageError",
+    "StoreClosed",
+    "UndeclaredNamespace",
+    "Unsupported",
+    "ValueTooLarge",
+]

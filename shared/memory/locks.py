@@ -1,0 +1,84 @@
+"""Per-namespace locks: a thread lock always, a file lock across processes on request.
+
+The grain is one namespace: writers of different namespaces never wait for
+each other. The file lock is taken *inside* the thread lock, so threads of one
+process queue on the cheap lock and only one of them at a time touches the
+file lock; that also sidesteps filelock's thread-local mode (it is created
+with ``thread_local=False``) and its re-entrancy counter is only ever used by
+one thread at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+
+from .errors import LockTimeout
+
+
+class NamespaceLocks:
+    def __init__(self, lock_dir: Path, *, cross_process: bool, timeout: float) -> None:
+        self.lock_dir = lock_dir
+        self.cross_process = cross_process
+        self.timeout = timeout
+        self._guard = threading.Lock()
+        self._threads: dict[str, threading.RLock] = {}
+        self._files: dict[str, filelock.FileLock] = {}
+        self._pid = os.getpid()
+
+    def thread_lock(self, namespace: str) -> threading.RLock:
+        lock = self._threads.get(namespace)
+        if lock is None:
+            with self._guard:
+                lock = self._threads.setdefault(namespace, threading.RLock())
+        return lock
+
+    def _file_lock(self, namespace: str) -> filelock.FileLock:
+        if self._pid != os.getpid():
+            # After fork the child must not share the parent's lock objects:
+            # a held flock would be inherited and released by the wrong side.
+            self._files.clear()
+            self._threads.clear()
+            self._pid = os.getpid()
+        lock = self._files.get(namespace)
+        if lock is None:
+            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lock = filelock.FileLock(
+                str(self.lock_dir / f"{namespace}.lock"),
+                timeout=self.timeout,
+                thread_local=False,
+                mode=0o600,
+            )
+            self._files[namespace] = lock
+        return lock
+
+    @contextmanager
+    def hold(self, namespace: str, *, cross_process: bool | None = None) -> Iterator[None]:
+        """Hold the namespace's lock; across processes too when locking is on
+        (or ``cross_process=True`` forces it, as compaction does).
+
+        Raises :class:`LockTimeout` (a ``TimeoutError``) after ``timeout`` seconds."""
+        with self.thread_lock(namespace):
+            if not (self.cross_process if cross_process is None else cross_process):
+                yield
+                return
+            lock = self._file_lock(namespace)
+            try:
+                lock.acquire()
+            except filelock.Timeout:
+                raise LockTimeout(
+                    f"could not lock namespace {namespace!r} within {self.timeout} s "
+                    f"(lock file {lock.lock_file})",
+                    namespace=namespace,
+                    path=lock.lock_file,
+                    timeout=self.timeout,
+                ) from None
+            try:
+                yield
+            finally:
+                lock.release()

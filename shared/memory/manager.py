@@ -1,0 +1,709 @@
+"""The MemoryManager: the single access point to every HRM's memory.
+
+Every public operation takes the same path: validate namespace, key and value;
+check scope; lock (writes); open a span; call the tier; commit; close the
+span. Scoped handles and adapters call the same methods, so none of them can
+skip a step.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+
+from storage import ColdTier, HotTier, ReadCache, WarmTier
+from storage._fs import DIR_MODE, atomic_write, make_dirs
+
+from . import values
+from .errors import AccessDenied, MemoryStoreError, StoreClosed
+from .locks import NamespaceLocks
+from .records import Finding, Record, Stored
+from .spec import NamespaceSpec, Registry, check_key, check_namespace
+from .tracing import Tracing, finish, trace_id_of
+
+DURABILITY = ("fsync", "flush")
+
+
+class InvalidArgument(MemoryStoreError, ValueError):
+    """An argument other than a namespace, key or value is out of range."""
+
+
+def default_root() -> Path:
+    """``$HRM_MEMORY_ROOT``, else ``$XDG_DATA_HOME/hrm-memory`` (``~/.local/share/hrm-memory``)."""
+    env = os.environ.get("HRM_MEMORY_ROOT")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "hrm-memory"
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class MemoryManager:
+    """Read, write, query and update HRM memory across hot, warm and cold tiers.
+
+    Parameters
+    ----------
+    root:
+        Storage root; default :func:`default_root`. Layout: ``warm/``,
+        ``cold/``, ``locks/``, ``meta/``, ``quarantine/`` (damaged bytes kept
+        aside), ``run/`` (crash-recovery notes).
+    locking:
+        ``True`` takes a per-namespace file lock around every write, delete
+        and update, so several processes may write one root. ``False``
+        (default) assumes one writing process per root (any number of
+        readers): writes stay atomic, but concurrent ``update`` calls from
+        several processes may lose increments.
+    durability:
+        ``"fsync"`` (default): once a write returns, the record survives power
+        loss. ``"flush"``: it survives a crash of the process, not of the OS.
+    lock_timeout:
+        Seconds to wait for a file lock before :class:`LockTimeout`.
+    namespaces:
+        The declared namespaces; default: the seed set of the ``namespaces``
+        package. Namespaces declared at run time are added from the store.
+    tracer_provider:
+        OpenTelemetry provider; default: the global one.
+    cache_size:
+        Entries of the hot read cache in front of the warm tier.
+
+    Thread-safe. Opening reads no stored data, so it costs the same at any size.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        locking: bool = False,
+        durability: str = "fsync",
+        lock_timeout: float = 10.0,
+        namespaces: Iterable[NamespaceSpec] | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        cache_size: int = 100_000,
+    ) -> None:
+        if durability not in DURABILITY:
+            raise InvalidArgument(f"durability must be one of {DURABILITY}, not {durability!r}")
+        if not lock_timeout >= 0:
+            raise InvalidArgument("lock_timeout must be >= 0")
+        self.root = Path(root if root is not None else default_root()).absolute()
+        self.locking = bool(locking)
+        self.durability = durability
+        self._closed = False
+        make_dirs(self.root, durable=durability == "fsync")
+        if namespaces is None:
+            from namespaces import seed
+
+            namespaces = seed()
+        self._registry = Registry(namespaces)
+        self._load_declared()
+        self._locks = NamespaceLocks(self.root / "locks", cross_process=self.locking, timeout=lock_timeout)
+        self._cache = ReadCache(cache_size)
+        self._hot = HotTier()
+        self._warm = WarmTier(self.root, locks=self._locks, durability=durability, cache=self._cache)
+        self._cold = ColdTier(self.root, durability=durability)
+        self._tracing = Tracing(tracer_provider)
+        self._specs = self._registry._specs  # read-only fast path for the hot loop
+
+    # -- context management ----------------------------------------------------
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release files and locks. Idempotent. Hot-tier data ends here."""
+        if self._closed:
+            return
+        self._closed = True
+        self._warm.close()
+        self._cold.close()
+        self._hot.close()
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"MemoryManager(root={str(self.root)!r}, locking={self.locking}, durability={self.durability!r})"
+
+    # -- namespaces ----------------------------------------------------------------
+
+    def namespaces(self) -> list[NamespaceSpec]:
+        """The declared namespaces (seed and run-time), sorted by name."""
+        return list(self._registry)
+
+    def declare(self, spec: NamespaceSpec | str, **fields: Any) -> NamespaceSpec:
+        """Declare a namespace at run time (a spec, or a name plus spec fields).
+
+        The declaration is stored under ``meta/`` so that other processes and
+        later sessions on this root know it. Re-declaring an identical spec is
+        a no-op; a conflicting one raises :class:`InvalidNamespace`."""
+        self._check_open()
+        if isinstance(spec, str):
+            spec = NamespaceSpec(spec, **fields)
+        elif fields:
+            raise InvalidArgument("pass either a NamespaceSpec or a name with fields, not both")
+        self._registry.declare(spec)
+        with self._locks.hold("meta.namespaces", cross_process=True):
+            declared = self._read_declared()
+            if declared.get(spec.name) != spec.to_dict():
+                declared[spec.name] = spec.to_dict()
+                path = self.root / "meta" / "namespaces.json"
+                make_dirs(path.parent, durable=True)
+                atomic_write(path, orjson.dumps(declared, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+        return spec
+
+    def _read_declared(self) -> dict[str, Any]:
+        try:
+            data = (self.root / "meta" / "namespaces.json").read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            declared = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise MemoryStoreError(
+                f"{self.root / 'meta' / 'namespaces.json'} is damaged; run-time declarations cannot be read"
+            ) from None
+        return declared if isinstance(declared, dict) else {}
+
+    def _load_declared(self) -> None:
+        for data in self._read_declared().values():
+            spec = NamespaceSpec.from_dict(data)
+            if spec.name not in self._registry:
+                self._registry.declare(spec)
+
+    def _spec(self, namespace: str) -> NamespaceSpec:
+        spec = self._specs.get(namespace)
+        if spec is not None:
+            return spec
+        if self._closed:
+            raise StoreClosed("the memory manager is closed")
+        if isinstance(namespace, str) and namespace not in self._registry:
+            check_namespace(namespace)
+            self._load_declared()  # another process may have declared it since
+        return self._registry.get(namespace)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the memory manager is closed")
+
+    # -- the operations -------------------------------------------------------------
+
+    def read(self, namespace: str, key: str, default: Any = None) -> Any:
+        """The stored value of ``key``, or ``default`` if there is none.
+
+        Finds archived keys in the cold tier too (the span says
+        ``tier=cold``; :meth:`get_record` gives the tier). Raises
+        :class:`InvalidNamespace`, :class:`InvalidKey`, :class:`CorruptRecord`."""
+        stored = self._get("read", namespace, key)
+        return default if stored is None else values.loads(stored.value)
+
+    def get_record(self, namespace: str, key: str) -> Record | None:
+        """The :class:`Record` of ``key`` (value with version, times and tier), or None."""
+        stored = self._get("get", namespace, key)
+        if stored is None:
+            return None
+        spec = self._specs[namespace]
+        return Record.from_stored(namespace, stored, values.loads(stored.value), spec.tier != "hot")
+
+    def _get(self, op: str, namespace: str, key: str) -> Stored | None:
+        spec = self._spec(namespace)
+        if self._closed:
+            raise StoreClosed("the memory manager is closed")
+        check_key(key, namespace)
+        span = self._tracing.start(op, namespace, key)
+        try:
+            if spec.tier == "hot":
+                stored = self._hot.get(namespace, key)
+            else:
+                stored = self._warm.get(namespace, key)
+                if stored is not None and stored.tier == "cold":
+                    stored = self._cold.fetch(namespace, key, stored.value)
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(
+                span,
+                {
+                    "hrm.memory.hit": stored is not None,
+                    "hrm.memory.tier": stored.tier if stored is not None else spec.tier,
+                    "hrm.memory.bytes": len(stored.value) if stored is not None else 0,
+                },
+            )
+        return stored
+
+    def write(self, namespace: str, key: str, value: Any) -> str:
+        """Store ``value`` under ``key``; return the operation's trace id (hex).
+
+        The value must be plain JSON data; anything else raises
+        :class:`InvalidValue` and changes nothing. With ``durability="fsync"``
+        the record is on stable storage when this returns."""
+        spec = self._spec(namespace)
+        check_key(key, namespace)
+        data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
+        self._check_open()
+        span = self._tracing.start("write", namespace, key)
+        try:
+            stored = self._put(spec, key, data)
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(
+                span,
+                {
+                    "hrm.memory.tier": stored.tier,
+                    "hrm.memory.bytes": len(data),
+                    "hrm.memory.version": stored.version,
+                    "hrm.memory.persisted": stored.tier != "hot",
+                },
+            )
+        return trace_id_of(span)
+
+    def _put(self, spec: NamespaceSpec, key: str, data: bytes) -> Stored:
+        if spec.tier == "hot":
+            stored = self._hot.put(spec.name, key, data, _now_us())
+            if spec.max_keys is not None and self._hot.count(spec.name) > spec.max_keys:
+                self._evict_hot(spec)
+            return stored
+        if self.locking:
+            with self._locks.hold(spec.name):
+                stored = self._warm.put(spec.name, key, data, _now_us())
+        else:
+            stored = self._warm.put(spec.name, key, data, _now_us())
+        if spec.max_keys is not None:
+            self._enforce_cap(spec)
+        return stored
+
+    def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
+        """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
+
+        ``fn`` gets the current value (``default`` when there is none) and its
+        result is stored. The read and the write happen under the namespace's
+        lock (across processes when ``locking=True``), so concurrent updates
+        never lose one another. If ``fn`` raises, nothing is stored and the
+        exception propagates."""
+        spec = self._spec(namespace)
+        check_key(key, namespace)
+        self._check_open()
+        span = self._tracing.start("update", namespace, key)
+        try:
+            with self._locks.hold(namespace):
+                if spec.tier == "hot":
+                    current = self._hot.get(namespace, key)
+                else:
+                    current = self._warm.get(namespace, key)
+                    if current is not None and current.tier == "cold":
+                        current = self._cold.fetch(namespace, key, current.value)
+                new = fn(default if current is None else values.loads(current.value))
+                data = values.encode(new, limit=spec.max_value_bytes, namespace=namespace, key=key)
+                if spec.tier == "hot":
+                    stored = self._hot.put(namespace, key, data, _now_us())
+                else:
+                    stored = self._warm.put(namespace, key, data, _now_us())
+            if spec.max_keys is not None:
+                if spec.tier == "hot":
+                    self._evict_hot(spec)
+                else:
+                    self._enforce_cap(spec)
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(
+                span,
+                {
+                    "hrm.memory.tier": stored.tier,
+                    "hrm.memory.hit": current is not None,
+                    "hrm.memory.bytes": len(data),
+                    "hrm.memory.version": stored.version,
+                    "hrm.memory.persisted": stored.tier != "hot",
+                },
+            )
+        return new
+
+    def delete(self, namespace: str, key: str) -> bool:
+        """Remove ``key``; return True if it existed. An archived key is
+        removed from view (the cold copy stays until a purge)."""
+        spec = self._spec(namespace)
+        check_key(key, namespace)
+        self._check_open()
+        span = self._tracing.start("delete", namespace, key)
+        try:
+            if spec.tier == "hot":
+                old = self._hot.delete(namespace, key, _now_us())
+            else:
+                with self._locks.hold(namespace):
+                    old = self._warm.delete(namespace, key, _now_us())
+                    self._cache.discard((namespace, key))
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(span, {"hrm.memory.hit": old is not None, "hrm.memory.tier": spec.tier})
+        return old is not None
+
+    def query(
+        self,
+        namespace: str = "*",
+        key: str = "*",
+        *,
+        where: dict[str, Any] | None = None,
+        limit: int | None = None,
+        include_cold: bool = False,
+    ) -> list[Record]:
+        """Records whose namespace and key match the globs, ordered by
+        (namespace, key).
+
+        ``where`` keeps records whose value is a dict with each given field
+        (a dotted path reaches into nested dicts) equal to the given value.
+        ``limit`` caps the number returned. Archived records are included
+        only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
+        return self._run_query(namespace, key, where, limit, include_cold, None)
+
+    def _run_query(
+        self,
+        namespace: str,
+        key: str,
+        where: dict[str, Any] | None,
+        limit: int | None,
+        include_cold: bool,
+        scope: Scope | None,
+    ) -> list[Record]:
+        self._check_open()
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
+        if not isinstance(namespace, str) or not isinstance(key, str):
+            raise InvalidArgument("namespace and key patterns must be str globs")
+        if where is not None and not isinstance(where, dict):
+            raise InvalidArgument("where must be a dict of field -> value")
+        span = self._tracing.start("query", namespace, key)
+        try:
+            specs = self._match_namespaces(namespace)
+            if scope is not None:
+                specs = scope._filter(namespace, specs)
+            out = self._query(specs, key, where, limit, include_cold)
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(
+                span,
+                {
+                    "db.response.returned_rows": len(out),
+                    "hrm.memory.include_cold": include_cold,
+                    "hrm.memory.where_fields": sorted(where) if where else [],
+                },
+            )
+        return out
+
+    def _match_namespaces(self, pattern: str) -> list[NamespaceSpec]:
+        if pattern in self._specs:
+            return [self._specs[pattern]]
+        self._load_declared()
+        return [s for s in self._registry if fnmatch.fnmatchcase(s.name, pattern)]
+
+    def _query(
+        self,
+        specs: list[NamespaceSpec],
+        key_glob: str,
+        where: dict[str, Any] | None,
+        limit: int | None,
+        include_cold: bool,
+    ) -> list[Record]:
+        match_all = key_glob == "*"
+        exact = not match_all and not any(c in key_glob for c in "*?[")
+        out: list[Record] = []
+        for spec in specs:
+            ns = spec.name
+            persisted = spec.tier != "hot"
+            if exact:
+                stored = self._hot.get(ns, key_glob) if spec.tier == "hot" else self._warm_or_cold(ns, key_glob, include_cold)
+                found: Iterable[Stored] = [stored] if stored is not None else []
+            elif spec.tier == "hot":
+                found = self._hot.scan(ns)
+            else:
+                found = self._warm.scan(ns)
+                if include_cold:
+                    found = [*found, *self._cold_current(ns)]
+            rows = []
+            for st in found:
+                if not (match_all or fnmatch.fnmatchcase(st.key, key_glob)):
+                    continue
+                value = values.loads(st.value)
+                if where and not _matches(value, where):
+                    continue
+                rows.append(Record.from_stored(ns, st, value, persisted))
+            rows.sort(key=lambda r: r.key)
+            out.extend(rows)
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+        return out
+
+    def _warm_or_cold(self, namespace: str, key: str, include_cold: bool) -> Stored | None:
+        stored = self._warm.get(namespace, key)
+        if stored is not None and stored.tier == "cold":
+            return self._cold.fetch(namespace, key, stored.value) if include_cold else None
+        return stored
+
+    def _cold_current(self, namespace: str) -> Iterator[Stored]:
+        """The archived copies that are still current (their warm marker
+        names that version), each once, streamed frame by frame."""
+        markers = {s.key: s.version for s in self._warm.scan(namespace, archived=True) if s.tier == "cold"}
+        if not markers:
+            return
+        for st in self._cold.scan(namespace):
+            if markers.get(st.key) == st.version:
+                del markers[st.key]
+                yield st
+
+    # -- scopes ------------------------------------------------------------------
+
+    def scope(self, hrm: str) -> Scope:
+        """A handle for one HRM: writes only namespaces it owns (``hrm.*``),
+        reads those and ``shared.*``; anything else raises :class:`AccessDenied`."""
+        if not isinstance(hrm, str) or not hrm.isidentifier() or not hrm.islower():
+            raise InvalidArgument(f"invalid HRM name {hrm!r}")
+        return Scope(self, hrm)
+
+    # -- tiers: archive and caps ----------------------------------------------------
+
+    def archive(self, now: float | None = None) -> dict[str, int]:
+        """Move warm records older than their namespace's TTL (by last update)
+        to the cold tier. Returns the count moved per namespace.
+
+        Records are written to cold (and fsynced) before the warm tier marks
+        them archived, so a crash in between leaves a record in both tiers,
+        never in neither; nothing is deleted."""
+        self._check_open()
+        span = self._tracing.start("archive", None, None)
+        now_us = int((time.time() if now is None else now) * 1_000_000)
+        moved: dict[str, int] = {}
+        try:
+            for spec in self._registry:
+                if spec.tier == "hot" or spec.ttl is None:
+                    continue
+                cutoff = now_us - int(spec.ttl * 1_000_000)
+                with self._locks.hold(spec.name):
+                    old = [s for s in self._warm.scan(spec.name) if s.updated_us < cutoff]
+                    n = self._move_to_cold(spec.name, old)
+                if n:
+                    moved[spec.name] = n
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(span, {"hrm.memory.archived": sum(moved.values()), "db.response.returned_rows": len(moved)})
+        return moved
+
+    def _move_to_cold(self, namespace: str, records: list[Stored]) -> int:
+        if not records:
+            return 0
+        locations = self._cold.archive(namespace, records)
+        n = 0
+        for st, loc in zip(records, locations):
+            if self._warm.mark_archived(namespace, st.key, st.version, loc):
+                self._cache.discard((namespace, st.key))
+                n += 1
+        return n
+
+    def _enforce_cap(self, spec: NamespaceSpec) -> None:
+        assert spec.max_keys is not None
+        with self._locks.hold(spec.name):
+            keys = self._warm.keys(spec.name)
+            excess = len(keys) - spec.max_keys
+            if excess <= 0:
+                return
+            keys.sort(key=lambda k: (k[2], k[0]))
+            victims = {k for k, _, _ in keys[:excess]}
+            old = [s for s in self._warm.scan(spec.name) if s.key in victims]
+            self._move_to_cold(spec.name, old)
+
+    def _evict_hot(self, spec: NamespaceSpec) -> None:
+        assert spec.max_keys is not None
+        excess = self._hot.count(spec.name) - spec.max_keys
+        if excess > 0:
+            oldest = sorted(self._hot.scan(spec.name), key=lambda s: (s.created_us, s.key))[:excess]
+            for st in oldest:
+                self._hot.delete(spec.name, st.key, _now_us())
+
+    # -- maintenance ------------------------------------------------------------------
+
+    def check(self, fix: bool = False) -> list[Finding]:
+        """Walk the whole store and return every inconsistency found (empty
+        when sound): damaged records and archive frames, torn tails, loose
+        permissions, archive markers whose cold copy is missing, stray files.
+
+        With ``fix=True`` damaged bytes are copied to ``quarantine/`` and then
+        removed from the live files, so every other record reads again; the
+        findings say ``fixed``. Never drops a readable record."""
+        self._check_open()
+        span = self._tracing.start("check", None, None)
+        try:
+            findings = self._warm.check(fix) + self._cold.check(fix) + self._check_markers() + self._check_root(fix)
+        except BaseException as exc:
+            if span is not None:
+                finish(span, None, exc)
+            raise
+        if span is not None:
+            finish(span, {"hrm.memory.findings": len(findings), "hrm.memory.fix": fix})
+        return findings
+
+    def _check_markers(self) -> list[Finding]:
+        findings = []
+        for ns in self._warm.namespaces():
+            for st in self._warm.scan(ns, archived=True):
+                if st.tier != "cold":
+                    continue
+                try:
+                    self._cold.fetch(ns, st.key, st.value)
+                except MemoryStoreError as exc:
+                    findings.append(Finding("dangling-archive-marker", str(self.root / "cold" / ns), str(exc), ns))
+        return findings
+
+    def _check_root(self, fix: bool) -> list[Finding]:
+        findings = []
+        for sub in ("", "warm", "cold", "locks", "meta", "run", "quarantine"):
+            path = self.root / sub
+            if path.is_dir():
+                mode = path.stat().st_mode & 0o777
+                if mode & 0o077 and sub:
+                    findings.append(Finding("bad-permissions", str(path), f"mode {mode:o}, expected 700", fixed=fix))
+                    if fix:
+                        os.chmod(path, DIR_MODE)
+        return findings
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes per namespace and tier, and the read cache's hit rate."""
+        self._check_open()
+        warm = self._warm.stats()
+        cold = self._cold.stats()
+        per_ns = {}
+        for spec in self._registry:
+            w = warm.get(spec.name, {})
+            per_ns[spec.name] = {
+                "tier": spec.tier,
+                "keys": self._hot.count(spec.name) if spec.tier == "hot" else w.get("keys", 0),
+                "archived": w.get("archived", 0),
+                "warm_bytes": w.get("bytes", 0),
+                "cold_bytes": cold.get(spec.name, {}).get("bytes", 0),
+            }
+        return {
+            "root": str(self.root),
+            "durability": self.durability,
+            "locking": self.locking,
+            "namespaces": per_ns,
+            "cache": {"entries": len(self._cache), "hits": self._cache.hits, "misses": self._cache.misses},
+        }
+
+    def compact(self, namespace: str | None = None) -> int:
+        """Rewrite warm logs without superseded lines; return bytes reclaimed."""
+        self._check_open()
+        return self._warm.compact(namespace)
+
+
+def _matches(value: Any, where: dict[str, Any]) -> bool:
+    if type(value) is not dict:
+        return False
+    for field, expected in where.items():
+        node: Any = value
+        for part in field.split("."):
+            if type(node) is not dict or part not in node:
+                return False
+            node = node[part]
+        if node != expected or type(node) is not type(expected):
+            return False
+    return True
+
+
+class Scope:
+    """A :class:`MemoryManager` seen by one HRM (see :meth:`MemoryManager.scope`)."""
+
+    def __init__(self, manager: MemoryManager, hrm: str) -> None:
+        self.manager = manager
+        self.hrm = hrm
+
+    def __repr__(self) -> str:
+        return f"Scope({self.hrm!r})"
+
+    def _readable(self, namespace: str) -> bool:
+        head = namespace.split(".", 1)[0]
+        if head == self.hrm or head == "shared":
+            return True
+        spec = self.manager._specs.get(namespace)
+        return spec is not None and spec.owner == self.hrm
+
+    def _check_read(self, namespace: str) -> None:
+        if not (isinstance(namespace, str) and self._readable(namespace)):
+            raise AccessDenied(
+                f"HRM {self.hrm!r} may not read namespace {namespace!r}", namespace=namespace, hrm=self.hrm
+            )
+
+    def _check_write(self, namespace: str) -> None:
+        spec = self.manager._spec(namespace)
+        if spec.owner != self.hrm:
+            raise AccessDenied(
+                f"HRM {self.hrm!r} may not write namespace {namespace!r} (owner: {spec.owner})",
+                namespace=namespace,
+                hrm=self.hrm,
+            )
+
+    def read(self, namespace: str, key: str, default: Any = None) -> Any:
+        self._check_read(namespace)
+        return self.manager.read(namespace, key, default)
+
+    def get_record(self, namespace: str, key: str) -> Record | None:
+        self._check_read(namespace)
+        return self.manager.get_record(namespace, key)
+
+    def write(self, namespace: str, key: str, value: Any) -> str:
+        self._check_write(namespace)
+        return self.manager.write(namespace, key, value)
+
+    def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
+        self._check_write(namespace)
+        return self.manager.update(namespace, key, fn, default)
+
+    def delete(self, namespace: str, key: str) -> bool:
+        self._check_write(namespace)
+        return self.manager.delete(namespace, key)
+
+    def query(
+        self,
+        namespace: str = "*",
+        key: str = "*",
+        *,
+        where: dict[str, Any] | None = None,
+        limit: int | None = None,
+        include_cold: bool = False,
+    ) -> list[Record]:
+        return self.manager._run_query(namespace, key, where, limit, include_cold, self)
+
+    def _filter(self, pattern: str, specs: list[NamespaceSpec]) -> list[NamespaceSpec]:
+        allowed = [s for s in specs if self._readable(s.name)]
+        if specs and not allowed:
+            raise AccessDenied(
+                f"HRM {self.hrm!r} may not read namespaces matching {pattern!r}", namespace=pattern, hrm=self.hrm
+            )
+        return allowed
+
+    def namespaces(self) -> list[NamespaceSpec]:
+        return [s for s in self.manager.namespaces() if self._readable(s.name)]
+
+
+__all__ = ["InvalidArgument", "MemoryManager", "Scope", "default_root"]

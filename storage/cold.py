@@ -1,0 +1,278 @@
+"""Cold tier: an append-only archive of zlib-compressed msgpack frames.
+
+Layout: ``cold/<namespace>/<nnnnnn>.seg``; a segment rolls over at 64 MiB.
+A frame is::
+
+    b"HRMc" | payload length (u32 BE) | crc32 of payload (u32 BE) | payload
+
+and the payload is ``zlib(msgpack([[key, version, created_us, updated_us,
+value_json_bytes], ...]))``. Values stay as their JSON bytes, so a record
+comes back exactly as it was written, floats included.
+
+The archive is never bulk-loaded: a lookup reads the one frame the warm
+tier's marker points at (``"<segment>:<offset>"``), and a query streams one
+frame at a time. Nothing is ever deleted here by archiving; superseded copies
+simply stop being current (the warm marker decides which copy is).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgpack
+
+from shared.memory.errors import CorruptRecord
+from shared.memory.records import Finding, Stored
+from shared.memory.tiers import ARCHIVE, PERSISTENT
+
+from ._fs import FILE_MODE, atomic_write, fsync_dir, make_dirs, quarantine, storage_error
+
+MAGIC = b"HRMc"
+SKIP = b"HRMz"  # a blanked damaged span (after check(fix=True)); scans as empty
+_HEAD = struct.Struct(">4sII")
+SEGMENT_BYTES = 64 * 1024 * 1024
+FRAME_RECORDS = 2048
+
+
+def _encode_frame(records: list[Stored]) -> bytes:
+    payload = zlib.compress(
+        msgpack.packb([[r.key, r.version, r.created_us, r.updated_us, r.value] for r in records]), 6
+    )
+    return _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+
+
+def _decode_payload(payload: bytes) -> list[Stored]:
+    rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
+    return [Stored(r[0], r[1], r[2], r[3], r[4], "cold") for r in rows]
+
+
+class ColdTier:
+    """The cold archive. Query only: no ``put`` of single records, no delete
+    except :meth:`purge` (an explicit rewrite, for consent revocation)."""
+
+    name = "cold"
+    capabilities = frozenset({PERSISTENT, ARCHIVE})
+
+    def __init__(self, root: Path, *, durability: str = "fsync") -> None:
+        self.store_root = root
+        self.root = root / "cold"
+        self.fsync = durability == "fsync"
+        self._lock = threading.Lock()
+
+    def _segments(self, namespace: str) -> list[Path]:
+        d = self.root / namespace
+        try:
+            return sorted(d / n for n in os.listdir(d) if n.endswith(".seg") and n[:-4].isdigit())
+        except FileNotFoundError:
+            return []
+
+    def archive(self, namespace: str, records: list[Stored]) -> list[bytes]:
+        """Append ``records`` durably; return each one's location (in order)."""
+        if not records:
+            return []
+        with self._lock:
+            d = self.root / namespace
+            try:
+                make_dirs(d, durable=True)
+            except OSError as exc:
+                raise storage_error(exc, "create directory", d) from None
+            segs = self._segments(namespace)
+            seg = segs[-1] if segs else d / "000001.seg"
+            if seg.exists() and seg.stat().st_size >= SEGMENT_BYTES:
+                seg = d / f"{int(seg.stem) + 1:06d}.seg"
+            new = not seg.exists()
+            locations: list[bytes] = []
+            try:
+                fd = os.open(seg, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+            except OSError as exc:
+                raise storage_error(exc, "open", seg) from None
+            try:
+                for i in range(0, len(records), FRAME_RECORDS):
+                    batch = records[i : i + FRAME_RECORDS]
+                    frame = _encode_frame(batch)
+                    try:
+                        n = os.write(fd, frame)
+                    except OSError as exc:
+                        raise storage_error(exc, "write", seg) from None
+                    end = os.lseek(fd, 0, os.SEEK_CUR)
+                    if n != len(frame):
+                        os.ftruncate(fd, end - n)
+                        raise storage_error(OSError(28, "short write"), "write", seg)
+                    loc = f"{seg.stem}:{end - len(frame)}".encode()
+                    locations.extend([loc] * len(batch))
+                # The warm markers are written only after this fsync: a record
+                # is always in at least one tier, never in neither.
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if new:
+                fsync_dir(d)
+            return locations
+
+    def fetch(self, namespace: str, key: str, location: bytes) -> Stored:
+        """The archived record of ``key`` at ``location``; raises CorruptRecord."""
+        seg_name, _, off_text = location.decode().partition(":")
+        path = self.root / namespace / f"{seg_name}.seg"
+        try:
+            with open(path, "rb") as f:
+                f.seek(int(off_text))
+                head = f.read(_HEAD.size)
+                magic, length, crc = _HEAD.unpack(head)
+                payload = f.read(length)
+        except (OSError, ValueError, struct.error) as exc:
+            raise CorruptRecord(
+                f"archived record {namespace}/{key!r} is unreadable at {location.decode()}: {exc}",
+                namespace=namespace,
+                key=key,
+                path=str(path),
+            ) from None
+        if magic != MAGIC or zlib.crc32(payload) != crc or len(payload) != length:
+            raise CorruptRecord(
+                f"archived record {namespace}/{key!r}: frame at {location.decode()} fails its checksum",
+                namespace=namespace,
+                key=key,
+                path=str(path),
+            )
+        found = [r for r in _decode_payload(payload) if r.key == key]
+        if not found:
+            raise CorruptRecord(
+                f"archived record {namespace}/{key!r} is missing from its frame",
+                namespace=namespace,
+                key=key,
+                path=str(path),
+            )
+        return found[-1]
+
+    def scan(self, namespace: str) -> Iterator[Stored]:
+        """Every archived copy in ``namespace``, oldest first, one frame in
+        memory at a time. Damaged frames are skipped here (check reports them)."""
+        for seg in self._segments(namespace):
+            for _off, payload in self._frames(seg):
+                if payload is not None:
+                    yield from _decode_payload(payload)
+
+    def _frames(self, seg: Path) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, payload)`` per frame; ``payload`` None for a damaged span,
+        after which the scan resynchronises on the next magic."""
+        with open(seg, "rb") as f:
+            data_len = os.fstat(f.fileno()).st_size
+            off = 0
+            while off < data_len:
+                f.seek(off)
+                head = f.read(_HEAD.size)
+                ok = len(head) == _HEAD.size
+                if ok:
+                    magic, length, crc = _HEAD.unpack(head)
+                    if magic == SKIP and off + _HEAD.size + length <= data_len:
+                        off += _HEAD.size + length
+                        continue
+                    ok = magic == MAGIC and off + _HEAD.size + length <= data_len
+                if ok:
+                    payload = f.read(length)
+                    if zlib.crc32(payload) == crc:
+                        try:
+                            _decode_payload(payload)
+                        except Exception:  # noqa: BLE001 - any decode failure is damage
+                            ok = False
+                        else:
+                            yield off, payload
+                            off += _HEAD.size + length
+                            continue
+                # Damaged: find the next frame start and report the gap.
+                f.seek(off + 1)
+                rest = f.read()
+                nxt = rest.find(MAGIC)
+                end = data_len if nxt < 0 else off + 1 + nxt
+                yield off, None
+                off = end
+
+    def namespaces(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.root))
+        except FileNotFoundError:
+            return []
+
+    def check(self, fix: bool = False) -> list[Finding]:
+        findings = []
+        for namespace in self.namespaces():
+            for seg in self._segments(namespace):
+                mode = seg.stat().st_mode & 0o777
+                if mode & 0o077:
+                    findings.append(
+                        Finding("bad-permissions", str(seg), f"mode {mode:o}, expected 600", namespace, fixed=fix)
+                    )
+                    if fix:
+                        os.chmod(seg, FILE_MODE)
+                frames = list(self._frames(seg))
+                bad = [off for off, payload in frames if payload is None]
+                for off in bad:
+                    findings.append(
+                        Finding(
+                            "corrupt-frame",
+                            str(seg),
+                            f"archive frame at offset {off} fails its checksum or is truncated",
+                            namespace,
+                            fixed=fix,
+                            extra={"offset": off},
+                        )
+                    )
+                if fix and bad:
+                    self._rewrite_without_damage(namespace, seg, frames)
+        return findings
+
+    def _rewrite_without_damage(self, namespace: str, seg: Path, frames: list[tuple[int, bytes | None]]) -> None:
+        """Copy damaged spans to quarantine, then blank them in place.
+
+        Good frames keep their offsets, so the warm tier's markers stay
+        valid; a damaged span becomes a skip frame (or is cut off when it is
+        the tail of the segment)."""
+        raw = seg.read_bytes()
+        bounds = [off for off, _ in frames] + [len(raw)]
+        out = bytearray(raw)
+        cut = len(raw)
+        for i, (off, payload) in enumerate(frames):
+            if payload is not None:
+                continue
+            span = bytes(raw[off : bounds[i + 1]])
+            quarantine(self.store_root, f"cold/{namespace}/{seg.name}", span, f"corrupt-{off}")
+            if bounds[i + 1] == len(raw):
+                cut = off
+            elif len(span) >= _HEAD.size:
+                out[off : off + len(span)] = _HEAD.pack(SKIP, len(span) - _HEAD.size, 0) + bytes(len(span) - _HEAD.size)
+        atomic_write(seg, bytes(out[:cut]))
+
+    def purge(self, namespace: str, keys: set[str] | None = None) -> int:
+        """Rewrite the archive of ``namespace`` without ``keys`` (all if None).
+        Return the number of archived copies removed."""
+        removed = 0
+        with self._lock:
+            for seg in self._segments(namespace):
+                kept: list[Stored] = []
+                for _off, payload in self._frames(seg):
+                    if payload is None:
+                        continue
+                    for r in _decode_payload(payload):
+                        if keys is None or r.key in keys:
+                            removed += 1
+                        else:
+                            kept.append(r)
+                data = b"".join(
+                    _encode_frame(kept[i : i + FRAME_RECORDS]) for i in range(0, len(kept), FRAME_RECORDS)
+                )
+                atomic_write(seg, data)
+        return removed
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for ns in self.namespaces():
+            segs = self._segments(ns)
+            out[ns] = {"segments": len(segs), "bytes": sum(s.stat().st_size for s in segs)}
+        return out
+
+    def close(self) -> None:
+        return None

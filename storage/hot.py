@@ -1,0 +1,119 @@
+"""Hot tier: in-process memory, per session, bounded.
+
+Two roles, two small classes:
+
+- :class:`HotTier` is the home of hot namespaces (``altitude.session``,
+  ``focus.fast``): the records live only in this process and end with it.
+- :class:`ReadCache` is a bounded LRU in front of the warm tier. It is only a
+  cache: the warm tier checks every hit against its on-disk index (version and
+  update time), so a stale entry is never served.
+
+Values are kept as their JSON bytes, so nothing a caller does to a returned
+object can change what is stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from shared.memory.records import Finding, Stored
+
+
+class HotTier:
+    name = "hot"
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Stored]] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str, key: str) -> Stored | None:
+        ns = self._data.get(namespace)
+        return None if ns is None else ns.get(key)
+
+    def put(self, namespace: str, key: str, value: bytes, now_us: int) -> Stored:
+        with self._lock:
+            ns = self._data.get(namespace)
+            if ns is None:
+                ns = self._data[namespace] = {}
+            old = ns.get(key)
+            if old is not None:
+                stored = Stored(key, old.version + 1, old.created_us, now_us, value, "hot")
+            else:
+                version = self._versions.pop((namespace, key), 0) + 1
+                stored = Stored(key, version, now_us, now_us, value, "hot")
+            ns[key] = stored
+            return stored
+
+    def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
+        with self._lock:
+            ns = self._data.get(namespace)
+            old = None if ns is None else ns.pop(key, None)
+            if old is not None:
+                # Versions keep counting across delete and re-create, as in warm.
+                self._versions[(namespace, key)] = old.version + 1
+            return old
+
+    def scan(self, namespace: str) -> Iterator[Stored]:
+        ns = self._data.get(namespace)
+        return iter(list(ns.values())) if ns else iter(())
+
+    def count(self, namespace: str) -> int:
+        return len(self._data.get(namespace) or ())
+
+    def namespaces(self) -> list[str]:
+        return sorted(n for n, d in self._data.items() if d)
+
+    def check(self, fix: bool = False) -> list[Finding]:
+        return []
+
+    def close(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._versions.clear()
+
+
+class ReadCache:
+    """A bounded LRU of ``(namespace, key) -> Stored``. Thread-safe."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, str], Stored] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str]) -> Stored | None:
+        item = self._items.get(key)
+        if item is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        try:
+            self._items.move_to_end(key)
+        except KeyError:
+            pass
+        return item
+
+    def put(self, key: tuple[str, str], stored: Stored) -> None:
+        if self.capacity <= 0:
+            return
+        with self._lock:
+            self._items[key] = stored
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def discard(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,703 @@
+"""Warm tier: append-only, checksummed JSON logs, one per (namespace, bucket).
+
+Layout: ``warm/<namespace>/<bb>.log`` where ``bb`` is one of 64 buckets picked
+by a stable hash of the key. Keys never become file names, so no key can name
+a path outside the root, and 100k small records fill 64 files instead of 100k
+4 KiB blocks.
+
+Each record is one line, framed by newlines on both sides::
+
+    \\n<crc32 as 8 hex> <header JSON>\\t<value JSON>\\n
+
+with header ``[op, key, version, created_us, updated_us]``; ``op`` is ``"p"``
+(put), ``"d"`` (delete; empty value) or ``"a"`` (archived: the value is the
+cold location). The checksum covers header, tab and value. orjson escapes tabs
+and newlines inside strings, so neither can occur inside a record.
+
+Why this shape:
+
+- *Atomic records.* A record is one ``write()`` on an ``O_APPEND`` descriptor,
+  acknowledged only after the write (and, with ``durability="fsync"``, an
+  ``fdatasync``) returned. A crash leaves at most an incomplete last line,
+  which has no closing newline and is never indexed. The leading newline means
+  that even such a fragment cannot glue itself to the next record.
+- *Lazy, flat open.* Opening the tier reads nothing. A bucket's index (key ->
+  offset) is built on its first use by scanning that one file, and kept fresh
+  with one ``stat``: growth is scanned from where we stopped, a new inode
+  (compaction elsewhere) means a rescan. That is also what makes a write from
+  another process visible to the next read here.
+- *Bounded garbage.* Superseded lines are garbage; a bucket whose garbage
+  exceeds its live bytes (and 256 KiB) is rewritten under the namespace's
+  cross-process lock, damaged lines being copied to ``quarantine/`` first.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shared.memory.errors import CorruptRecord
+from shared.memory.locks import NamespaceLocks
+from shared.memory.records import Finding, Stored
+from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
+
+from ._fs import FILE_MODE, fsync_dir, make_dirs, quarantine, storage_error
+
+N_BUCKETS = 64
+COMPACT_MIN_GARBAGE = 256 * 1024
+_CHUNK = 8 * 1024 * 1024
+
+# Index entry: (op, version, created_us, updated_us, offset, length); offset
+# and length delimit the line between its two newlines. op "x" marks a key
+# whose newest line is damaged: reads raise CorruptRecord until it is rewritten.
+Entry = tuple[str, int, int, int, int, int]
+
+Cache = Any  # anything with get(key) -> Stored | None and put(key, Stored)
+
+
+def bucket_of(key: str) -> int:
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % N_BUCKETS
+
+
+def encode_line(op: str, key: str, version: int, created: int, updated: int, value: bytes) -> bytes:
+    body = orjson.dumps([op, key, version, created, updated]) + b"\t" + value
+    return b"\n%08x " % zlib.crc32(body) + body + b"\n"
+
+
+def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
+    """``(header, value)`` of a line whose checksum holds, else None."""
+    if len(line) < 12 or line[8:9] != b" ":
+        return None
+    try:
+        if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
+            return None
+    except ValueError:
+        return None
+    tab = line.find(b"\t", 9)
+    if tab < 0:
+        return None
+    try:
+        header = orjson.loads(line[9:tab])
+    except orjson.JSONDecodeError:
+        return None
+    if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
+        return None
+    return header, line[tab + 1 :]
+
+
+def _salvage_key(line: bytes) -> str | None:
+    """Best effort: the key of a damaged line, if its header still parses."""
+    tab = line.find(b"\t", 9)
+    try:
+        header = orjson.loads(line[9:tab] if tab > 0 else line[9:])
+    except orjson.JSONDecodeError:
+        return None
+    if type(header) is list and len(header) == 5 and type(header[1]) is str:
+        return header[1]
+    return None
+
+
+class _Bucket:
+    __slots__ = ("path", "rel", "fd", "ino", "size", "tail", "index", "garbage", "corrupt", "lock", "loaded")
+
+    def __init__(self, path: Path, rel: str) -> None:
+        self.path = path
+        self.rel = rel
+        self.fd: int | None = None
+        self.ino: int | None = None
+        self.size = 0  # bytes consumed: up to the end of the last complete line
+        self.tail = 0  # bytes of an incomplete last line after ``size``
+        self.index: dict[str, Entry] = {}
+        self.garbage = 0
+        self.corrupt: list[tuple[int, int]] = []
+        self.lock = threading.RLock()
+        self.loaded = False
+
+    def reset(self) -> None:
+        self.ino = None
+        self.size = self.tail = self.garbage = 0
+        self.index = {}
+        self.corrupt = []
+        self.loaded = False
+
+
+class WarmTier:
+    """The warm tier. Thread-safe; see the module docstring for the format."""
+
+    name = "warm"
+    capabilities = frozenset({PERSISTENT, CROSS_PROCESS})
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        locks: NamespaceLocks,
+        durability: str = "fsync",
+        cache: Cache | None = None,
+        on_change: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.store_root = root
+        self.root = root / "warm"
+        self.locks = locks
+        self.fsync = durability == "fsync"
+        self.cache = cache
+        self.on_change = on_change
+        self._buckets: dict[tuple[str, int], _Bucket] = {}
+        self._guard = threading.Lock()
+        self._run_file: Path | None = None
+        self._touched: set[str] = set()
+        self._recover_dead_writers()
+
+    # -- buckets -----------------------------------------------------------
+
+    def _bucket(self, namespace: str, index: int) -> _Bucket:
+        b = self._buckets.get((namespace, index))
+        if b is None:
+            with self._guard:
+                b = self._buckets.get((namespace, index))
+                if b is None:
+                    rel = f"{namespace}/{index:02x}.log"
+                    b = _Bucket(self.root / rel, rel)
+                    self._buckets[(namespace, index)] = b
+        return b
+
+    def _buckets_of(self, namespace: str) -> list[_Bucket]:
+        try:
+            names = os.listdir(self.root / namespace)
+        except FileNotFoundError:
+            names = []
+        found = set()
+        for n in names:
+            if len(n) == 6 and n.endswith(".log"):
+                try:
+                    found.add(int(n[:2], 16))
+                except ValueError:
+                    continue
+        found.update(i for (ns, i) in list(self._buckets) if ns == namespace)
+        return [self._bucket(namespace, i) for i in sorted(found) if i < N_BUCKETS]
+
+    def _refresh(self, b: _Bucket) -> bool:
+        """Bring ``b``'s index up to date with the file; False if there is no file."""
+        try:
+            st = os.stat(b.path)
+        except FileNotFoundError:
+            if b.ino is not None:
+                # Removed underneath us: what we indexed is gone from disk.
+                self._close_fd(b)
+                b.reset()
+            return False
+        if st.st_ino != b.ino or st.st_size < b.size:
+            self._close_fd(b)
+            b.reset()
+            b.ino = st.st_ino
+            self._scan_into(b, 0, st.st_size)
+            b.loaded = True
+        elif st.st_size != b.size + b.tail or not b.loaded:
+            self._scan_into(b, b.size, st.st_size)
+            b.loaded = True
+        return True
+
+    def _scan_into(self, b: _Bucket, start: int, end: int) -> None:
+        fd = os.open(b.path, os.O_RDONLY)
+        try:
+            pos = start
+            carry = b""
+            while pos < end:
+                chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+                if not chunk:
+                    break
+                data = carry + chunk
+                base = pos - len(carry)
+                consumed = self._scan_chunk(b, data, base)
+                carry = data[consumed:]
+                pos += len(chunk)
+            b.size = pos - len(carry)
+            b.tail = len(carry)
+        finally:
+            os.close(fd)
+
+    def _scan_chunk(self, b: _Bucket, data: bytes, base: int) -> int:
+        index = b.index
+        pos = 0
+        consumed = 0
+        find = data.find
+        while True:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                return consumed
+            if nl > pos:
+                line = data[pos:nl]
+                parsed = parse_line(line)
+                if parsed is None:
+                    b.corrupt.append((base + pos, nl - pos))
+                    b.garbage += nl - pos + 2
+                    key = _salvage_key(line)
+                    if key is not None:
+                        old = index.get(key)
+                        index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
+                else:
+                    header = parsed[0]
+                    key = header[1]
+                    old = index.get(key)
+                    if old is not None:
+                        b.garbage += old[5] + 2
+                    index[key] = (header[0], header[2], header[3], header[4], base + pos, nl - pos)
+            pos = nl + 1
+            consumed = pos
+
+    def _open_fd(self, b: _Bucket) -> int:
+        if b.fd is None:
+            existed = b.path.parent.exists()
+            if not existed:
+                try:
+                    make_dirs(b.path.parent, durable=self.fsync)
+                except OSError as exc:
+                    raise storage_error(exc, "create directory", b.path.parent) from None
+            new = not b.path.exists()
+            try:
+                b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+            except OSError as exc:
+                raise storage_error(exc, "open", b.path) from None
+            if new and self.fsync:
+                fsync_dir(b.path.parent)
+            if b.ino is None:
+                b.ino = os.fstat(b.fd).st_ino
+                b.loaded = True
+        return b.fd
+
+    def _close_fd(self, b: _Bucket) -> None:
+        if b.fd is not None:
+            os.close(b.fd)
+            b.fd = None
+
+    def _read_line(self, b: _Bucket, entry: Entry) -> bytes:
+        fd = b.fd if b.fd is not None else self._open_read(b)
+        return os.pread(fd, entry[5], entry[4])
+
+    def _open_read(self, b: _Bucket) -> int:
+        # Reader processes keep a descriptor too; O_APPEND is harmless for
+        # reads and lets the same descriptor serve a later write.
+        try:
+            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND)
+        except PermissionError:
+            b.fd = os.open(b.path, os.O_RDONLY)
+        return b.fd
+
+    # -- writing -------------------------------------------------------------
+
+    def _append(self, namespace: str, b: _Bucket, line: bytes) -> tuple[int, int]:
+        """Append one record line; return its (offset, length) between newlines."""
+        self._register_touch(b)
+        if b.tail:
+            self._repair_tail(b)
+        fd = self._open_fd(b)
+        try:
+            n = os.write(fd, line)
+        except OSError as exc:
+            raise storage_error(exc, "write", b.path) from None
+        end = os.lseek(fd, 0, os.SEEK_CUR)
+        if n != len(line):
+            # A short write (disk full) leaves a torn line: cut it off again so
+            # that the next record starts clean, then report the failure.
+            try:
+                os.ftruncate(fd, end - n)
+            finally:
+                raise storage_error(OSError(28, "short write"), "write", b.path)
+        if self.fsync:
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                raise storage_error(exc, "fsync", b.path) from None
+        start = end - len(line)
+        if start == b.size + b.tail:
+            b.size = end
+            b.tail = 0
+        return start + 1, len(line) - 2
+
+    def _repair_tail(self, b: _Bucket) -> None:
+        """Move an incomplete last line (a crashed writer's) aside and cut it off.
+
+        Called with the namespace lock held by the only writer, so the tail
+        cannot be a write still in flight."""
+        fd = self._open_fd(b)
+        data = os.pread(fd, b.tail, b.size)
+        if data:
+            quarantine(self.store_root, f"warm/{b.rel}", data, f"torn-{b.size}")
+        os.ftruncate(fd, b.size)
+        if self.fsync:
+            os.fsync(fd)
+        b.tail = 0
+
+    def _register_touch(self, b: _Bucket) -> None:
+        """Note (once per process) which bucket this process writes, so that a
+        later process can repair a torn tail if this one dies mid-write."""
+        if b.rel in self._touched:
+            return
+        run = self.store_root / "run"
+        if self._run_file is None:
+            make_dirs(run, durable=self.fsync)
+            self._run_file = run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
+        fd = os.open(self._run_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        try:
+            os.write(fd, b.rel.encode() + b"\n")
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._touched.add(b.rel)
+
+    def put(self, namespace: str, key: str, value: bytes, now_us: int) -> Stored:
+        b = self._bucket(namespace, bucket_of(key))
+        with self.locks.thread_lock(namespace), b.lock:
+            self._refresh(b)
+            old = b.index.get(key)
+            if old is None:
+                version, created = 1, now_us
+            else:
+                version = old[1] + 1
+                created = old[2] if old[0] in ("p", "a") else now_us
+            line = encode_line("p", key, version, created, now_us, value)
+            offset, length = self._append(namespace, b, line)
+            if old is not None:
+                b.garbage += old[5] + 2
+            b.index[key] = ("p", version, created, now_us, offset, length)
+            stored = Stored(key, version, created, now_us, value, "warm")
+            if self.cache is not None:
+                self.cache.put((namespace, key), stored)
+            self._maybe_compact(namespace, b)
+            return stored
+
+    def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
+        b = self._bucket(namespace, bucket_of(key))
+        with self.locks.thread_lock(namespace), b.lock:
+            if not self._refresh(b):
+                return None
+            old = b.index.get(key)
+            if old is None or old[0] == "d":
+                return None
+            line = encode_line("d", key, old[1] + 1, old[2], now_us, b"")
+            offset, length = self._append(namespace, b, line)
+            b.garbage += old[5] + 2
+            b.index[key] = ("d", old[1] + 1, old[2], now_us, offset, length)
+            self._maybe_compact(namespace, b)
+            return Stored(key, old[1], old[2], old[3], b"", "cold" if old[0] == "a" else "warm")
+
+    def mark_archived(self, namespace: str, key: str, version: int, location: bytes) -> bool:
+        """Record that ``key`` at ``version`` now lives in the cold tier at
+        ``location``. Does nothing (returns False) if the key changed since."""
+        b = self._bucket(namespace, bucket_of(key))
+        with self.locks.thread_lock(namespace), b.lock:
+            self._refresh(b)
+            old = b.index.get(key)
+            if old is None or old[0] != "p" or old[1] != version:
+                return False
+            line = encode_line("a", key, version, old[2], old[3], location)
+            offset, length = self._append(namespace, b, line)
+            b.garbage += old[5] + 2
+            b.index[key] = ("a", version, old[2], old[3], offset, length)
+            self._maybe_compact(namespace, b)
+            return True
+
+    # -- reading -------------------------------------------------------------
+
+    def get(self, namespace: str, key: str) -> Stored | None:
+        b = self._bucket(namespace, bucket_of(key))
+        with b.lock:
+            if not self._refresh(b):
+                return None
+            e = b.index.get(key)
+            if e is None or e[0] == "d":
+                return None
+            if e[0] == "x":
+                raise CorruptRecord(
+                    f"record {namespace}/{key!r} is damaged on disk (checksum mismatch); "
+                    "run check(fix=True) to move it aside",
+                    namespace=namespace,
+                    key=key,
+                    path=str(b.path),
+                )
+            cache = self.cache
+            if cache is not None:
+                hit = cache.get((namespace, key))
+                if hit is not None and hit.version == e[1] and hit.updated_us == e[3] and e[0] == "p":
+                    return hit
+            parsed = parse_line(self._read_line(b, e))
+            if parsed is None:
+                # The file changed under the index (damage after indexing).
+                raise CorruptRecord(
+                    f"record {namespace}/{key!r} failed its checksum on read",
+                    namespace=namespace,
+                    key=key,
+                    path=str(b.path),
+                )
+            tier = "warm" if e[0] == "p" else "cold"
+            stored = Stored(key, e[1], e[2], e[3], parsed[1], tier)
+            if cache is not None and tier == "warm":
+                cache.put((namespace, key), stored)
+            return stored
+
+    def scan(self, namespace: str, *, archived: bool = False) -> Iterator[Stored]:
+        """Live records of ``namespace``; archived markers too when ``archived``."""
+        for b in self._buckets_of(namespace):
+            with b.lock:
+                if not self._refresh(b):
+                    continue
+                wanted = ("p", "a") if archived else ("p",)
+                entries = sorted(
+                    ((k, e) for k, e in b.index.items() if e[0] in wanted), key=lambda ke: ke[1][4]
+                )
+                if not entries:
+                    continue
+                lo = entries[0][1][4]
+                hi = entries[-1][1][4] + entries[-1][1][5]
+                fd = b.fd if b.fd is not None else self._open_read(b)
+                data = os.pread(fd, hi - lo, lo)
+                out = []
+                for k, e in entries:
+                    line = data[e[4] - lo : e[4] - lo + e[5]]
+                    parsed = parse_line(line)
+                    if parsed is None:
+                        raise CorruptRecord(
+                            f"record {namespace}/{k!r} failed its checksum on read",
+                            namespace=namespace,
+                            key=k,
+                            path=str(b.path),
+                        )
+                    out.append(Stored(k, e[1], e[2], e[3], parsed[1], "warm" if e[0] == "p" else "cold"))
+            yield from out
+
+    def keys(self, namespace: str) -> list[tuple[str, int, int]]:
+        """``(key, version, created_us)`` of every live (not archived) key."""
+        out = []
+        for b in self._buckets_of(namespace):
+            with b.lock:
+                self._refresh(b)
+                out.extend((k, e[1], e[2]) for k, e in b.index.items() if e[0] == "p")
+        return out
+
+    def namespaces(self) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.root) if not n.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    # -- maintenance -----------------------------------------------------------
+
+    def _maybe_compact(self, namespace: str, b: _Bucket) -> None:
+        if b.garbage > COMPACT_MIN_GARBAGE and b.garbage * 2 > b.size:
+            self.compact_bucket(namespace, b)
+
+    def compact_bucket(self, namespace: str, b: _Bucket) -> int:
+        """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
+
+        Damaged lines are copied to ``quarantine/`` first. Runs under the
+        namespace's cross-process lock whatever the locking mode, so two
+        compactions never race; a plain writer of another process (locking
+        off) that appends meanwhile is not lost: its line lands after the
+        rename's cut-off and is copied over below."""
+        with self.locks.hold(namespace, cross_process=True), b.lock:
+            if not self._refresh(b):
+                return 0
+            if b.tail:
+                self._repair_tail(b)
+            fd = self._open_fd(b)
+            old_size = b.size
+            for off, length in b.corrupt:
+                quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
+            live = sorted(b.index.items(), key=lambda ke: ke[1][4])
+            tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            new_index: dict[str, Entry] = {}
+            pos = 0
+            try:
+                chunks = []
+                for k, e in live:
+                    if e[0] == "x":
+                        continue
+                    line = os.pread(fd, e[5], e[4])
+                    chunks.append(b"\n" + line + b"\n")
+                    new_index[k] = (e[0], e[1], e[2], e[3], pos + 1, e[5])
+                    pos += e[5] + 2
+                    if len(chunks) >= 4096:
+                        os.write(out, b"".join(chunks))
+                        chunks = []
+                os.write(out, b"".join(chunks))
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.replace(tmp, b.path)
+            fsync_dir(b.path.parent)
+            # A writer of another process that does not take the file lock
+            # (locking off) may have appended to the old inode after our scan:
+            # carry those lines over to the new file.
+            extra_end = os.fstat(fd).st_size
+            extra = os.pread(fd, extra_end - old_size, old_size) if extra_end > old_size else b""
+            self._close_fd(b)
+            reclaimed = old_size - pos
+            b.reset()
+            b.index = new_index
+            b.size = pos
+            b.loaded = True
+            new_fd = self._open_fd(b)
+            b.ino = os.fstat(new_fd).st_ino
+            if extra:
+                os.write(new_fd, extra)
+                if self.fsync:
+                    os.fdatasync(new_fd)
+                self._refresh(b)
+            return reclaimed
+
+    def _recover_dead_writers(self) -> None:
+        """Repair torn tails left by writer processes that died (SIGKILL, power
+        loss). Costs one directory listing when nothing crashed."""
+        run = self.store_root / "run"
+        try:
+            names = os.listdir(run)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for name in names:
+            pid_text = name.split("-", 1)[0]
+            if not pid_text.isdigit() or _alive(int(pid_text)):
+                continue
+            path = run / name
+            try:
+                rels = path.read_text().split()
+            except OSError:
+                continue
+            ok = True
+            for rel in set(rels):
+                namespace, _, fname = rel.partition("/")
+                try:
+                    idx = int(fname[:2], 16)
+                except ValueError:
+                    continue
+                b = self._bucket(namespace, idx)
+                try:
+                    with self.locks.hold(namespace, cross_process=True), b.lock:
+                        if self._refresh(b) and b.tail:
+                            self._repair_tail(b)
+                except OSError:
+                    ok = False  # read-only root: leave it to a process that can write
+            if ok:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+
+    def check(self, fix: bool = False) -> list[Finding]:
+        findings: list[Finding] = []
+        for namespace in self.namespaces():
+            ns_dir = self.root / namespace
+            if not ns_dir.is_dir():
+                findings.append(Finding("stray-file", str(ns_dir), "not a namespace directory"))
+                continue
+            for name in sorted(os.listdir(ns_dir)):
+                path = ns_dir / name
+                if name.startswith(".") and name.endswith((".tmp", ".compact")):
+                    findings.append(Finding("stray-temp", str(path), "leftover temporary file", namespace))
+                    if fix:
+                        path.unlink()
+                    continue
+                if not (len(name) == 6 and name.endswith(".log")):
+                    findings.append(Finding("stray-file", str(path), "unexpected file in namespace", namespace))
+                    continue
+                findings.extend(self._check_bucket(namespace, int(name[:2], 16), fix))
+        return findings
+
+    def _check_bucket(self, namespace: str, idx: int, fix: bool) -> list[Finding]:
+        findings = []
+        b = self._bucket(namespace, idx)
+        with self.locks.hold(namespace, cross_process=fix), b.lock:
+            # A fresh scan, not the cached index: check must see today's bytes.
+            self._close_fd(b)
+            b.reset()
+            self._refresh(b)
+            mode = os.stat(b.path).st_mode & 0o777
+            if mode & 0o077:
+                findings.append(
+                    Finding("bad-permissions", str(b.path), f"mode {mode:o}, expected 600", namespace, fixed=fix)
+                )
+                if fix:
+                    os.chmod(b.path, FILE_MODE)
+            for off, length in b.corrupt:
+                findings.append(
+                    Finding(
+                        "corrupt-record",
+                        str(b.path),
+                        f"{length} bytes at offset {off} fail their checksum",
+                        namespace,
+                        fixed=fix,
+                        extra={"offset": off, "length": length},
+                    )
+                )
+            if b.tail:
+                findings.append(
+                    Finding(
+                        "torn-tail",
+                        str(b.path),
+                        f"incomplete last record ({b.tail} bytes at offset {b.size})",
+                        namespace,
+                        fixed=fix,
+                    )
+                )
+            if fix and (b.corrupt or b.tail):
+                self.compact_bucket(namespace, b)
+        return findings
+
+    def compact(self, namespace: str | None = None) -> int:
+        """Compact every bucket (of one namespace); return the bytes reclaimed."""
+        total = 0
+        for ns in [namespace] if namespace else self.namespaces():
+            for b in self._buckets_of(ns):
+                total += self.compact_bucket(ns, b)
+        return total
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for ns in self.namespaces():
+            live = archived = deleted = size = 0
+            for b in self._buckets_of(ns):
+                with b.lock:
+                    self._refresh(b)
+                    size += b.size + b.tail
+                    for e in b.index.values():
+                        if e[0] == "p":
+                            live += 1
+                        elif e[0] == "a":
+                            archived += 1
+                        elif e[0] == "d":
+                            deleted += 1
+            out[ns] = {"keys": live, "archived": archived, "deleted": deleted, "bytes": size}
+        return out
+
+    def close(self) -> None:
+        with self._guard:
+            for b in self._buckets.values():
+                self._close_fd(b)
+            self._buckets.clear()
+        if self._run_file is not None:
+            try:
+                self._run_file.unlink()
+            except FileNotFoundError:
+                pass
+            self._run_file = None
+            self._touched.clear()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
