@@ -30,7 +30,7 @@ from shared.memory.errors import CorruptRecord
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import ARCHIVE, PERSISTENT
 
-from ._fs import FILE_MODE, atomic_write, fsync_dir, make_dirs, quarantine, storage_error
+from shared.memory.fsutil import FILE_MODE, atomic_write, fsync_dir, make_dirs, quarantine, storage_error
 
 MAGIC = b"HRMc"
 SKIP = b"HRMz"  # a blanked damaged span (after check(fix=True)); scans as empty

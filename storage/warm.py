@@ -48,7 +48,7 @@ from shared.memory.locks import NamespaceLocks
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
 
-from ._fs import FILE_MODE, fsync_dir, make_dirs, quarantine, storage_error
+from shared.memory.fsutil import FILE_MODE, fsync_dir, make_dirs, quarantine, storage_error
 
 N_BUCKETS = 64
 COMPACT_MIN_GARBAGE = 256 * 1024
@@ -581,6 +581,9 @@ class WarmTier:
                 b = self._bucket(namespace, idx)
                 try:
                     with self.locks.hold(namespace, cross_process=True), b.lock:
+                        # A compaction cut short leaves its temp file; the
+                        # bucket itself is intact (the rename never happened).
+                        b.path.with_name(f".{b.path.name}.{pid_text}.compact").unlink(missing_ok=True)
                         if self._refresh(b) and b.tail:
                             self._repair_tail(b)
                 except OSError:
@@ -601,9 +604,14 @@ class WarmTier:
             for name in sorted(os.listdir(ns_dir)):
                 path = ns_dir / name
                 if name.startswith(".") and name.endswith((".tmp", ".compact")):
-                    findings.append(Finding("stray-temp", str(path), "leftover temporary file", namespace))
+                    owner = name.rsplit(".", 2)[-2]
+                    if owner.isdigit() and _alive(int(owner)):
+                        continue  # a compaction in progress in a live process
+                    findings.append(
+                        Finding("stray-temp", str(path), "temporary file of a dead process", namespace, fixed=fix)
+                    )
                     if fix:
-                        path.unlink()
+                        path.unlink(missing_ok=True)
                     continue
                 if not (len(name) == 6 and name.endswith(".log")):
                     findings.append(Finding("stray-file", str(path), "unexpected file in namespace", namespace))

@@ -18,10 +18,8 @@ from typing import Any
 import orjson
 from opentelemetry import trace
 
-from storage import ColdTier, HotTier, ReadCache, WarmTier
-from storage._fs import DIR_MODE, atomic_write, make_dirs
-
 from . import values
+from . import fsutil as _fs
 from .errors import AccessDenied, MemoryStoreError, StoreClosed
 from .locks import NamespaceLocks
 from .records import Finding, Record, Stored
@@ -90,6 +88,11 @@ class MemoryManager:
         tracer_provider: trace.TracerProvider | None = None,
         cache_size: int = 100_000,
     ) -> None:
+        # Imported here, not at module level: ``storage`` depends on this
+        # package's contracts, and the manager is the one place that wires
+        # the default tiers together.
+        from storage import ColdTier, HotTier, ReadCache, WarmTier
+
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability must be one of {DURABILITY}, not {durability!r}")
         if not lock_timeout >= 0:
@@ -98,7 +101,7 @@ class MemoryManager:
         self.locking = bool(locking)
         self.durability = durability
         self._closed = False
-        make_dirs(self.root, durable=durability == "fsync")
+        _fs.make_dirs(self.root, durable=durability == "fsync")
         if namespaces is None:
             from namespaces import seed
 
@@ -157,8 +160,8 @@ class MemoryManager:
             if declared.get(spec.name) != spec.to_dict():
                 declared[spec.name] = spec.to_dict()
                 path = self.root / "meta" / "namespaces.json"
-                make_dirs(path.parent, durable=True)
-                atomic_write(path, orjson.dumps(declared, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+                _fs.make_dirs(path.parent, durable=True)
+                _fs.atomic_write(path, orjson.dumps(declared, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
         return spec
 
     def _read_declared(self) -> dict[str, Any]:
@@ -585,7 +588,7 @@ class MemoryManager:
                 if mode & 0o077 and sub:
                     findings.append(Finding("bad-permissions", str(path), f"mode {mode:o}, expected 700", fixed=fix))
                     if fix:
-                        os.chmod(path, DIR_MODE)
+                        os.chmod(path, _fs.DIR_MODE)
         return findings
 
     def stats(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import errno
 import os
 from pathlib import Path
 
-from shared.memory.errors import StorageError
+from .errors import StorageError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700

@@ -1,0 +1,265 @@
+"""Shared pieces of the benchmarks: the record set, one timing loop, statistics,
+machine description and markdown tables."""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BENCH_DIR = REPO_ROOT / "bench-data"
+N_NAMESPACES = 5
+
+# -- the records ---------------------------------------------------------------
+
+_AGENTS = ("reasoning", "focus", "altitude", "learning")
+_KINDS = ("observation", "plan", "reflection", "tool_call", "summary")
+_WORDS = (
+    "deadline", "focus", "meeting", "draft", "review", "inbox", "budget", "call",
+    "report", "sprint", "design", "email", "ticket", "notes", "lunch", "retro",
+)  # fmt: skip
+
+
+def make_record(i: int) -> dict[str, Any]:
+    """A JSON-like record of about 207 bytes (as orjson), determined by ``i``."""
+    h = (i * 2654435761) & 0xFFFFFFFF
+    words = [_WORDS[(h >> s) & 15] for s in range(0, 30, 3)]
+    return {
+        "id": i,
+        "agent": _AGENTS[h & 3],
+        "kind": _KINDS[(h >> 2) % len(_KINDS)],
+        "text": " ".join(words),
+        "score": (h % 100_000) / 100_000,
+        "step": h % 10_000,
+        "tags": words[:3],
+        "ts": 1_700_000_000 + i / 1000,
+    }
+
+
+def make_key(i: int) -> str:
+    return f"rec-{i:08d}"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """``n`` records spread round-robin over ``N_NAMESPACES`` namespaces;
+    ``order`` is a fixed shuffle of their indices (writes and reads use it)."""
+
+    namespaces: list[int]
+    keys: list[str]
+    values: list[dict[str, Any]]
+    order: list[int]
+
+    @classmethod
+    def build(cls, n: int, *, start: int = 0, seed: int = 42) -> Dataset:
+        ids = range(start, start + n)
+        order = list(range(n))
+        random.Random(seed).shuffle(order)
+        return cls(
+            [i % N_NAMESPACES for i in ids],
+            [make_key(i) for i in ids],
+            [make_record(i) for i in ids],
+            order,
+        )
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def write_calls(self) -> list[tuple[int, str, dict[str, Any]]]:
+        return [(self.namespaces[j], self.keys[j], self.values[j]) for j in self.order]
+
+    def read_calls(self) -> list[tuple[int, str]]:
+        return [(self.namespaces[j], self.keys[j]) for j in self.order]
+
+    def mean_json_bytes(self) -> float:
+        return statistics.fmean(len(orjson.dumps(v)) for v in self.values)
+
+
+# -- timing ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One timed run (or the median of several): throughput and latency."""
+
+    ops_per_s: float
+    p50_us: float
+    p99_us: float
+
+    @staticmethod
+    def median(runs: Sequence[Stats]) -> Stats:
+        return Stats(
+            statistics.median(r.ops_per_s for r in runs),
+            statistics.median(r.p50_us for r in runs),
+            statistics.median(r.p99_us for r in runs),
+        )
+
+
+def percentile(sorted_samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` (0-100) of already sorted samples."""
+    if not sorted_samples:
+        return math.nan
+    rank = max(1, math.ceil(q / 100 * len(sorted_samples)))
+    return sorted_samples[rank - 1]
+
+
+def time_calls(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> Stats:
+    """Call ``fn(*args)`` for each ``args``, timing every call with
+    ``perf_counter_ns``. Throughput is ``len(calls)`` over the wall time of the
+    whole loop, so it includes the ~0.1 µs of the two clock reads per call."""
+    clock = time.perf_counter_ns
+    samples = [0] * len(calls)
+    gc.collect()
+    start = clock()
+    for j, args in enumerate(calls):
+        t0 = clock()
+        fn(*args)
+        samples[j] = clock() - t0
+    wall = clock() - start
+    samples.sort()
+    return Stats(len(calls) * 1e9 / wall, percentile(samples, 50) / 1e3, percentile(samples, 99) / 1e3)
+
+
+def time_once(fn: Callable[[], object]) -> float:
+    """Seconds taken by one call of ``fn``."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# -- disk usage ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    apparent: int  # sum of st_size
+    allocated: int  # sum of st_blocks * 512
+    files: int
+
+
+def disk_usage(root: Path) -> DiskUsage:
+    """Sizes of every file and directory under ``root`` (``root`` included)."""
+    apparent = allocated = files = 0
+    for path in _walk(root):
+        st = path.lstat()
+        apparent += st.st_size
+        allocated += st.st_blocks * 512
+        files += path.is_file()
+    return DiskUsage(apparent, allocated, files)
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    yield root
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        for name in (*dirnames, *filenames):
+            yield base / name
+
+
+def fresh_dir(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+# -- the machine -----------------------------------------------------------------------
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _mem_total_gib() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "?"
+
+
+def filesystem_of(path: Path) -> str:
+    """``type (device, mount point)`` from ``df -T``."""
+    lines = _run(["df", "-T", str(path)]).splitlines()
+    if len(lines) < 2:
+        return "?"
+    fields = lines[-1].split()
+    return f"{fields[1]} ({fields[0]}, mounted on {fields[-1]})"
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "-"
+
+
+def machine_info(bench_dir: Path) -> dict[str, str]:
+    load = os.getloadavg()
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": f"{_cpu_model()}, nproc = {_run(['nproc'])}",
+        "memory": _mem_total_gib(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "bench dir": f"{bench_dir} on {filesystem_of(bench_dir)}",
+        "/tmp": filesystem_of(Path("/tmp")),
+        "load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in load),
+        "versions": ", ".join(
+            f"{d} {_version(d)}"
+            for d in ("hrm-memory", "orjson", "langgraph", "diskcache", "lmdb", "opentelemetry-api")
+        ),
+    }
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt_num(x: float, digits: int = 3) -> str:
+    """A number with about ``digits`` significant digits, thousands separated."""
+    if math.isnan(x):
+        return "-"
+    if x >= 10 ** (digits - 1):
+        return f"{x:,.0f}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x)))) if x else 0
+    return f"{x:,.{decimals}f}"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

@@ -1,0 +1,199 @@
+"""Run both benchmarks and write ``BENCHMARKS.md`` at the repository root.
+
+    python -m benchmarks.run_all [--quick] [--n 10000] [--reps 5] [--max-n 1000000]
+                                 [--dir bench-data] [--out BENCHMARKS.md] [--note TEXT]
+
+The raw figures go to ``<dir>/results.json`` as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from opentelemetry import trace
+
+from . import bench_open, bench_peers
+from .harness import DEFAULT_BENCH_DIR, REPO_ROOT, fmt_num, log, machine_info, md_table
+
+
+def tracing_mode() -> str:
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return "OpenTelemetry API installed, no SDK configured (the default): hrm-memory starts no spans"
+    return f"global tracer provider {type(provider).__name__}"
+
+
+def command_line(argv: list[str]) -> str:
+    return "python -m benchmarks.run_all" + "".join(" " + shlex.quote(a) for a in argv)
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+def targets_section(peers: list[bench_peers.CaseResult], opened: bench_open.OpenResults) -> str:
+    rows = [
+        (t.text, f">= {t.required:g}x", f"{t.measured:.2f}x", "yes" if t.met else "**no**")
+        for t in bench_peers.target_outcomes(peers)
+    ]
+    fp = bench_open.hrm_footprint(opened)
+    if fp is not None:
+        limit = bench_open.FOOTPRINT_TARGET
+        for kind, ratio in (("allocated", fp.allocated_ratio), ("apparent", fp.apparent_ratio)):
+            rows.append(
+                (
+                    f"bytes on disk ({kind}) at {fp.n:,} records <= {limit:g}x their JSON bytes",
+                    f"<= {limit:g}x",
+                    f"{ratio:.2f}x",
+                    "yes" if ratio <= limit else "**no**",
+                )
+            )
+    met = sum(r[3] == "yes" for r in rows)
+    table = md_table(["target (DESIGN)", "required", "measured", "met?"], rows)
+    return (
+        f"{met} of {len(rows)} targets met on this run. Throughput targets compare the medians "
+        "of ops/s (median over reps) of hrm-memory and the named peer.\n\n" + table
+    )
+
+
+def machine_section(info: dict[str, str], load_end: tuple[float, float, float], note: str | None) -> str:
+    rows = [(k, v) for k, v in info.items()]
+    rows.append(("load average at end (1/5/15 min)", " / ".join(f"{x:.2f}" for x in load_end)))
+    text = md_table(["", ""], rows)
+    if note:
+        text += f"\n\n**Noise:** {note}"
+    return text
+
+
+def peers_section(results: list[bench_peers.CaseResult], cfg: bench_peers.Config) -> str:
+    return f"""Records: ~206-byte JSON-like dicts (orjson size; a few str/int/float/list
+fields) over 5 namespaces. N = {cfg.n:,} per case (¹ fsync-per-write cases:
+N = {cfg.fsync_n:,}), {cfg.reps} reps per case, interleaved (rep 1 of every case,
+then rep 2, ...); each cell is the **median over reps**. Latencies are per
+operation (`time.perf_counter_ns` around each call, nearest-rank percentiles);
+ops/s is N over the wall time of the timed loop, so it includes the ~0.1 µs of
+the two clock reads (visible only for the dict).
+
+- Writes: fresh empty store, {cfg.warmup:,} untimed warm-up writes of other keys
+  (creates files, tables, hrm-memory's 64 bucket logs per namespace), then N
+  timed writes of new keys in a shuffled order.
+- Reads: fresh store filled with the N records (untimed), then N timed reads in
+  a shuffled order; a sample of values is checked afterwards. "after reopen":
+  the store was closed and opened again before reading, so no in-process cache
+  is warm (the OS page cache is; nothing was dropped). For hrm-memory "cold
+  cache" each bucket's index is also built on its first read, inside the timing.
+- Persistent peers store `orjson.dumps(value)` and decode on read (as
+  hrm-memory does); dict and InMemoryStore keep the dict object.
+- diskcache runs with its defaults (SQLite WAL, `synchronous=NORMAL`: no fsync
+  per write). lmdb: one sub-database per namespace, one transaction per op.
+- hrm-memory: `MemoryManager(locking=False)`, tracing: {tracing_mode()}. The two
+  "OTel SDK provider" rows pass an SDK `TracerProvider` with no span processor
+  (spans are built and dropped): the cost of tracing once an SDK is configured.
+
+{bench_peers.table(results)}"""
+
+
+def open_section(results: bench_open.OpenResults, cfg: bench_open.Config) -> str:
+    built = [r.filled.n for r in results.sizes]
+    skipped = [n for n in bench_open.SIZES if n not in built]
+    skip_note = f" Not built on this run (`--max-n {cfg.max_n:,}`): {', '.join(f'{n:,}' for n in skipped)}." if skipped else ""
+    return f"""One warm namespace declared with `ttl=1.0`, filled with `durability="flush"`.
+From {cfg.archive_from:,} records on, all but the last {cfg.warm_tail:,} are written, then
+moved to the cold tier by `archive(now=time.time() + 10**9)`, then the last
+{cfg.warm_tail:,} are written (they stay warm).{skip_note}
+
+- open+close: `MemoryManager(root)` then `close()`, {cfg.open_reps} times
+  (p99 of {cfg.open_reps} samples is their maximum).
+- first read: open, time one `read` of a random key, close; {cfg.open_reps} keys.
+  It includes building that key's bucket index (a scan of one of 64 log files).
+- bytes/record: everything under the root (files and directories) after
+  close; allocated = `st_blocks * 512`.
+
+{bench_open.sizes_table(results)}
+
+### Bytes on disk at {min(cfg.footprint_n, cfg.max_n):,} records
+
+The same records (spread over 5 namespaces) in each store, measured after
+close. JSON bytes = sum of `len(orjson.dumps(value))`.
+
+{bench_open.footprint_table(results)}"""
+
+
+def render(
+    argv: list[str],
+    info: dict[str, str],
+    load_end: tuple[float, float, float],
+    note: str | None,
+    peers: list[bench_peers.CaseResult],
+    peers_cfg: bench_peers.Config,
+    opened: bench_open.OpenResults,
+    open_cfg: bench_open.Config,
+    elapsed_s: float,
+) -> str:
+    return f"""# Benchmarks
+
+Generated by `benchmarks/run_all.py` in {elapsed_s / 60:.1f} minutes; rerun it to refresh this file.
+
+```
+{command_line(argv)}
+```
+
+## Where we stand against the targets
+
+{targets_section(peers, opened)}
+
+## Machine
+
+{machine_section(info, load_end, note)}
+
+## hrm-memory against its peers (`benchmarks/bench_peers.py`)
+
+{peers_section(peers, peers_cfg)}
+
+## Open time, first read and size on disk (`benchmarks/bench_open.py`)
+
+{open_section(opened, open_cfg)}
+"""
+
+
+# -- command line ------------------------------------------------------------------------
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench_peers.add_arguments(p)  # --n --fsync-n --reps --warmup --quick --dir
+    bench_open.add_arguments(p)  # --max-n --open-reps --footprint-n --no-peers-footprint
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "BENCHMARKS.md", help="report to write")
+    p.add_argument("--note", help="a remark on the conditions of the run, printed under Machine")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    args.dir = args.dir.absolute()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    peers_cfg = bench_peers.config_from(args)
+    open_cfg = bench_open.config_from(args)
+    info = machine_info(args.dir)
+    start = time.perf_counter()
+    peers = bench_peers.run(peers_cfg)
+    log("peers done:\n" + bench_peers.table(peers))
+    opened = bench_open.run(open_cfg)
+    elapsed = time.perf_counter() - start
+    report = render(argv, info, os.getloadavg(), args.note, peers, peers_cfg, opened, open_cfg, elapsed)
+    args.out.write_text(report)
+    raw = {"peers": bench_peers.to_json(peers), "open": bench_open.to_json(opened), "machine": info}
+    (args.dir / "results.json").write_bytes(orjson.dumps(raw, option=orjson.OPT_INDENT_2, default=str))
+    log(f"wrote {args.out} and {args.dir / 'results.json'}")
+    print(targets_section(peers, opened))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

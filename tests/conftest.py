@@ -1,0 +1,64 @@
+"""Shared fixtures. Every test gets a fresh store root under pytest's tmp_path,
+and fails if it leaks file descriptors or threads."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.memory import MemoryManager
+
+REPO = Path(__file__).resolve().parent.parent
+LEGACY = REPO.parent / "shared" / "legacy"
+
+
+def _open_fds() -> set[int]:
+    try:
+        return {int(n) for n in os.listdir("/proc/self/fd")}
+    except FileNotFoundError:  # not Linux
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Fail a test that leaves file descriptors or threads behind."""
+    fds = _open_fds()
+    threads = set(threading.enumerate())
+    yield
+    leaked_threads = [t for t in threading.enumerate() if t not in threads and t.is_alive()]
+    for t in leaked_threads:
+        t.join(timeout=2)
+    leaked_threads = [t for t in leaked_threads if t.is_alive()]
+    leaked_fds = _open_fds() - fds
+    # An fd listed at start may be reused; only count ones that point into
+    # a pytest tmp dir (our store files), so unrelated runner fds don't flake.
+    ours = []
+    for fd in leaked_fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "pytest-" in target:
+            ours.append(target)
+    assert not ours, f"file descriptors leaked: {ours}"
+    assert not leaked_threads, f"threads leaked: {leaked_threads}"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def mm(root: Path) -> Iterator[MemoryManager]:
+    with MemoryManager(root, durability="flush") as manager:
+        yield manager
+
+
+def python() -> str:
+    return sys.executable
