@@ -22,9 +22,10 @@ from . import values
 from . import fsutil as _fs
 from .errors import AccessDenied, MemoryStoreError, StoreClosed
 from .locks import NamespaceLocks
-from .records import Finding, Record, Stored
+from .records import Event, Finding, Record, Stored
 from .spec import NamespaceSpec, Registry, check_key, check_namespace
-from .tracing import Tracing, finish, trace_id_of
+from .events import Callback, EventBus, Subscription
+from .tracing import Tracing, current_trace_id
 
 DURABILITY = ("fsync", "flush")
 
@@ -73,6 +74,15 @@ class MemoryManager:
         OpenTelemetry provider; default: the global one.
     cache_size:
         Entries of the hot read cache in front of the warm tier.
+    deferred_spans:
+        With the OpenTelemetry SDK, record spans on the caller's path and
+        finish them on a background thread (see :mod:`shared.memory.tracing`).
+    signal_log:
+        Append every persisted change to the cross-process signal log
+        (``events/``), which other processes' subscriptions read.
+    poll_interval:
+        How often (seconds) a process with cross-process subscriptions
+        checks the signal log.
 
     Thread-safe. Opening reads no stored data, so it costs the same at any size.
     """
@@ -87,6 +97,9 @@ class MemoryManager:
         namespaces: Iterable[NamespaceSpec] | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         cache_size: int = 100_000,
+        deferred_spans: bool = True,
+        signal_log: bool = True,
+        poll_interval: float = 0.005,
     ) -> None:
         # Imported here, not at module level: ``storage`` depends on this
         # package's contracts, and the manager is the one place that wires
@@ -113,7 +126,10 @@ class MemoryManager:
         self._hot = HotTier()
         self._warm = WarmTier(self.root, locks=self._locks, durability=durability, cache=self._cache)
         self._cold = ColdTier(self.root, durability=durability)
-        self._tracing = Tracing(tracer_provider)
+        self._tracing = Tracing(tracer_provider, deferred=deferred_spans)
+        self._events = EventBus(
+            self.root, report_error=self._callback_failed, poll_interval=poll_interval, log_events=signal_log
+        )
         self._specs = self._registry._specs  # read-only fast path for the hot loop
 
     # -- context management ----------------------------------------------------
@@ -129,6 +145,8 @@ class MemoryManager:
         if self._closed:
             return
         self._closed = True
+        self._events.close()
+        self._tracing.flush()
         self._warm.close()
         self._cold.close()
         self._hot.close()
@@ -232,11 +250,10 @@ class MemoryManager:
                     stored = self._cold.fetch(namespace, key, stored.value)
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(
-                span,
+            span.end(
                 {
                     "hrm.memory.hit": stored is not None,
                     "hrm.memory.tier": stored.tier if stored is not None else spec.tier,
@@ -256,15 +273,19 @@ class MemoryManager:
         data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
         self._check_open()
         span = self._tracing.start("write", namespace, key)
+        trace_id = current_trace_id(span)
         try:
-            stored = self._put(spec, key, data)
+            with self._locks.hold(namespace):
+                stored = self._put(spec, key, data)
+                self._events.record("write", namespace, key, stored.version, trace_id, spec.tier != "hot")
+            if spec.max_keys is not None:
+                self._enforce_cap(spec, trace_id)
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(
-                span,
+            span.end(
                 {
                     "hrm.memory.tier": stored.tier,
                     "hrm.memory.bytes": len(data),
@@ -272,21 +293,22 @@ class MemoryManager:
                     "hrm.memory.persisted": stored.tier != "hot",
                 },
             )
-        return trace_id_of(span)
+        if self._events._queue:
+            self._events.dispatch()
+        return trace_id
 
     def _put(self, spec: NamespaceSpec, key: str, data: bytes) -> Stored:
+        """Commit to the namespace's home tier; the caller holds the namespace lock."""
         if spec.tier == "hot":
-            stored = self._hot.put(spec.name, key, data, _now_us())
-            if spec.max_keys is not None and self._hot.count(spec.name) > spec.max_keys:
-                self._evict_hot(spec)
-            return stored
-        if self.locking:
-            with self._locks.hold(spec.name):
-                stored = self._warm.put(spec.name, key, data, _now_us())
-        else:
-            stored = self._warm.put(spec.name, key, data, _now_us())
-        if spec.max_keys is not None:
-            self._enforce_cap(spec)
+            return self._hot.put(spec.name, key, data, _now_us())
+        return self._warm.put(spec.name, key, data, _now_us())
+
+    def _current(self, spec: NamespaceSpec, key: str) -> Stored | None:
+        if spec.tier == "hot":
+            return self._hot.get(spec.name, key)
+        stored = self._warm.get(spec.name, key)
+        if stored is not None and stored.tier == "cold":
+            stored = self._cold.fetch(spec.name, key, stored.value)
         return stored
 
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
@@ -301,32 +323,22 @@ class MemoryManager:
         check_key(key, namespace)
         self._check_open()
         span = self._tracing.start("update", namespace, key)
+        trace_id = current_trace_id(span)
         try:
             with self._locks.hold(namespace):
-                if spec.tier == "hot":
-                    current = self._hot.get(namespace, key)
-                else:
-                    current = self._warm.get(namespace, key)
-                    if current is not None and current.tier == "cold":
-                        current = self._cold.fetch(namespace, key, current.value)
+                current = self._current(spec, key)
                 new = fn(default if current is None else values.loads(current.value))
                 data = values.encode(new, limit=spec.max_value_bytes, namespace=namespace, key=key)
-                if spec.tier == "hot":
-                    stored = self._hot.put(namespace, key, data, _now_us())
-                else:
-                    stored = self._warm.put(namespace, key, data, _now_us())
+                stored = self._put(spec, key, data)
+                self._events.record("write", namespace, key, stored.version, trace_id, spec.tier != "hot")
             if spec.max_keys is not None:
-                if spec.tier == "hot":
-                    self._evict_hot(spec)
-                else:
-                    self._enforce_cap(spec)
+                self._enforce_cap(spec, trace_id)
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(
-                span,
+            span.end(
                 {
                     "hrm.memory.tier": stored.tier,
                     "hrm.memory.hit": current is not None,
@@ -335,6 +347,8 @@ class MemoryManager:
                     "hrm.memory.persisted": stored.tier != "hot",
                 },
             )
+        if self._events._queue:
+            self._events.dispatch()
         return new
 
     def delete(self, namespace: str, key: str) -> bool:
@@ -344,19 +358,24 @@ class MemoryManager:
         check_key(key, namespace)
         self._check_open()
         span = self._tracing.start("delete", namespace, key)
+        trace_id = current_trace_id(span)
         try:
-            if spec.tier == "hot":
-                old = self._hot.delete(namespace, key, _now_us())
-            else:
-                with self._locks.hold(namespace):
+            with self._locks.hold(namespace):
+                if spec.tier == "hot":
+                    old = self._hot.delete(namespace, key, _now_us())
+                else:
                     old = self._warm.delete(namespace, key, _now_us())
                     self._cache.discard((namespace, key))
+                if old is not None:
+                    self._events.record("delete", namespace, key, old.version + 1, trace_id, spec.tier != "hot")
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(span, {"hrm.memory.hit": old is not None, "hrm.memory.tier": spec.tier})
+            span.end({"hrm.memory.hit": old is not None, "hrm.memory.tier": spec.tier})
+        if self._events._queue:
+            self._events.dispatch()
         return old is not None
 
     def query(
@@ -401,11 +420,10 @@ class MemoryManager:
             out = self._query(specs, key, where, limit, include_cold)
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(
-                span,
+            span.end(
                 {
                     "db.response.returned_rows": len(out),
                     "hrm.memory.include_cold": include_cold,
@@ -474,6 +492,71 @@ class MemoryManager:
                 del markers[st.key]
                 yield st
 
+    # -- subscriptions --------------------------------------------------------------
+
+    def subscribe(
+        self,
+        namespace: str,
+        callback: Callback,
+        key: str = "*",
+        *,
+        remote: bool = True,
+        since: str | None = None,
+    ) -> Subscription:
+        """Call ``callback(Event)`` for every change to a namespace matching
+        the glob ``namespace`` (and key glob ``key``).
+
+        Changes made through this manager are delivered after they commit,
+        outside every store lock, in commit order per key, on the writing
+        thread. With ``remote=True`` (default) changes made by other
+        processes on the same root (persisted namespaces only) are delivered
+        too, from a background thread, in commit order per key; ``since`` (a
+        cursor from :meth:`cursor`) first replays those logged after it. A
+        callback that raises is logged and traced; it breaks neither the
+        write nor other callbacks. Returns a :class:`Subscription`; call
+        ``cancel()`` or use it as a context manager."""
+        self._check_open()
+        if not isinstance(namespace, str) or not isinstance(key, str) or not callable(callback):
+            raise InvalidArgument("subscribe(namespace_glob, callback, key_glob='*')")
+        span = self._tracing.start("subscribe", namespace, key)
+        try:
+            sub = self._events.subscribe(namespace, callback, key, remote, since)
+        except BaseException as exc:
+            if span is not None:
+                span.end(None, exc)
+            raise
+        if span is not None:
+            span.end({"hrm.memory.remote": remote, "hrm.memory.replay": since is not None})
+        return sub
+
+    def cursor(self) -> str:
+        """A position in the cross-process signal log: keep it, and later
+        :meth:`events_since` (or ``subscribe(..., since=...)``) gives what
+        happened after it."""
+        self._check_open()
+        return self._events.cursor()
+
+    def events_since(self, cursor: str, namespace: str = "*", key: str = "*") -> tuple[list[Event], str]:
+        """Persisted changes logged after ``cursor`` (by any process) matching
+        the globs, oldest first, and the cursor to resume from. Raises
+        :class:`CursorExpired` when the log no longer reaches back that far."""
+        self._check_open()
+        span = self._tracing.start("events_since", namespace, key)
+        try:
+            out = self._events.since(cursor, namespace, key)
+        except BaseException as exc:
+            if span is not None:
+                span.end(None, exc)
+            raise
+        if span is not None:
+            span.end({"db.response.returned_rows": len(out[0])})
+        return out
+
+    def _callback_failed(self, sub: Subscription, event: Event, exc: BaseException) -> None:
+        span = self._tracing.start("notify", event.namespace, event.key)
+        if span is not None:
+            span.end({"hrm.memory.subscription": sub.namespace, "hrm.memory.event": event.op}, exc)
+
     # -- scopes ------------------------------------------------------------------
 
     def scope(self, hrm: str) -> Scope:
@@ -503,18 +586,21 @@ class MemoryManager:
                 cutoff = now_us - int(spec.ttl * 1_000_000)
                 with self._locks.hold(spec.name):
                     old = [s for s in self._warm.scan(spec.name) if s.updated_us < cutoff]
-                    n = self._move_to_cold(spec.name, old)
+                    n = self._move_to_cold(spec.name, old, current_trace_id(span))
                 if n:
                     moved[spec.name] = n
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(span, {"hrm.memory.archived": sum(moved.values()), "db.response.returned_rows": len(moved)})
+            span.end({"hrm.memory.archived": sum(moved.values()), "db.response.returned_rows": len(moved)})
+        if self._events._queue:
+            self._events.dispatch()
         return moved
 
-    def _move_to_cold(self, namespace: str, records: list[Stored]) -> int:
+    def _move_to_cold(self, namespace: str, records: list[Stored], trace_id: str) -> int:
+        """Archive ``records``; the caller holds the namespace lock."""
         if not records:
             return 0
         locations = self._cold.archive(namespace, records)
@@ -522,12 +608,23 @@ class MemoryManager:
         for st, loc in zip(records, locations):
             if self._warm.mark_archived(namespace, st.key, st.version, loc):
                 self._cache.discard((namespace, st.key))
+                self._events.record("archive", namespace, st.key, st.version, trace_id, True)
                 n += 1
         return n
 
-    def _enforce_cap(self, spec: NamespaceSpec) -> None:
+    def _enforce_cap(self, spec: NamespaceSpec, trace_id: str) -> None:
+        """Keep at most ``max_keys``: the oldest (by creation) move to cold
+        (warm namespaces) or are dropped (hot namespaces, which have no cold)."""
         assert spec.max_keys is not None
         with self._locks.hold(spec.name):
+            if spec.tier == "hot":
+                excess = self._hot.count(spec.name) - spec.max_keys
+                if excess > 0:
+                    oldest = sorted(self._hot.scan(spec.name), key=lambda s: (s.created_us, s.key))[:excess]
+                    for st in oldest:
+                        self._hot.delete(spec.name, st.key, _now_us())
+                        self._events.record("delete", spec.name, st.key, st.version + 1, trace_id, False)
+                return
             keys = self._warm.keys(spec.name)
             excess = len(keys) - spec.max_keys
             if excess <= 0:
@@ -535,15 +632,7 @@ class MemoryManager:
             keys.sort(key=lambda k: (k[2], k[0]))
             victims = {k for k, _, _ in keys[:excess]}
             old = [s for s in self._warm.scan(spec.name) if s.key in victims]
-            self._move_to_cold(spec.name, old)
-
-    def _evict_hot(self, spec: NamespaceSpec) -> None:
-        assert spec.max_keys is not None
-        excess = self._hot.count(spec.name) - spec.max_keys
-        if excess > 0:
-            oldest = sorted(self._hot.scan(spec.name), key=lambda s: (s.created_us, s.key))[:excess]
-            for st in oldest:
-                self._hot.delete(spec.name, st.key, _now_us())
+            self._move_to_cold(spec.name, old, trace_id)
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -561,10 +650,10 @@ class MemoryManager:
             findings = self._warm.check(fix) + self._cold.check(fix) + self._check_markers() + self._check_root(fix)
         except BaseException as exc:
             if span is not None:
-                finish(span, None, exc)
+                span.end(None, exc)
             raise
         if span is not None:
-            finish(span, {"hrm.memory.findings": len(findings), "hrm.memory.fix": fix})
+            span.end({"hrm.memory.findings": len(findings), "hrm.memory.fix": fix})
         return findings
 
     def _check_markers(self) -> list[Finding]:

@@ -1,26 +1,47 @@
-"""One OpenTelemetry span per public operation, and nearly nothing without an SDK.
+"""One OpenTelemetry span per public operation, cheap on the caller's path.
 
-The library depends on the OpenTelemetry API only. It takes its tracer from
-the provider passed to the manager, else from the global provider. While the
-global provider is still the API's placeholder (no SDK configured) no span
-object is created at all: the cost is one attribute read and one type check.
+The library depends on the OpenTelemetry API. It takes its tracer provider
+from the manager's ``tracer_provider`` argument, else from the global one, and
+resolves it on every operation so that a provider configured later is used.
+
+Three paths, chosen per provider:
+
+- **No SDK** (the API's placeholder provider): no span object is made at all;
+  the cost is one attribute read and one type check.
+- **OpenTelemetry SDK** (``opentelemetry.sdk.trace.TracerProvider``): the
+  *deferred* path. On the caller's thread an operation records only what a
+  span is made of: its ids (from the provider's id generator), its parent
+  (the caller's current span), start and end times and attributes. A drainer
+  thread later turns each record into a real SDK span (``ReadableSpan``) and
+  hands it to the provider's sampler and span processors, the same objects
+  the SDK's own spans go through, so exporters see ordinary spans with correct
+  ids, parents and timestamps. ``provider.force_flush()``, ``shutdown()``,
+  :func:`flush` and ``MemoryManager.close()`` drain what is pending first.
+  Processors' ``on_start`` is not called for these spans (it would have to run
+  on the hot path).
+- **Any other provider**: ordinary ``start_span`` / ``end`` through the API.
 
 Attribute names follow OpenTelemetry's database conventions where one exists
 (``db.system.name``, ``db.operation.name``, ``db.collection.name`` for the
-namespace, ``db.response.returned_rows``); the rest live under
-``hrm.memory.*``. Values are never put into spans: only keys, sizes, tiers
-and counts.
+namespace, ``db.response.returned_rows``); the rest are ``hrm.memory.*``.
+Values are never put into spans: only keys, sizes, tiers and counts.
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
+import weakref
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import ProxyTracerProvider, Span, Status, StatusCode
+from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
 INVALID_TRACE_ID = "0" * 32
 _NOOP_PROVIDERS = (ProxyTracerProvider, trace.NoOpTracerProvider)
+_SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
+_DB_SYSTEM = "hrm-memory"
 
 try:  # the distribution's version, for the instrumentation scope
     from importlib.metadata import version as _version
@@ -29,52 +50,286 @@ try:  # the distribution's version, for the instrumentation scope
 except Exception:  # noqa: BLE001 - not installed (running from a checkout)
     _VERSION = "0"
 
+try:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+    from opentelemetry.sdk.trace.sampling import Decision
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
+    SdkTracerProvider = None  # type: ignore[assignment,misc]
+
+_current_span = trace.get_current_span
+_time_ns = time.time_ns
+_OK = Status(StatusCode.UNSET)
+
+
+class OpSpan:
+    """The span of one operation, whatever the path. ``end`` exactly once."""
+
+    __slots__ = ("trace_id",)
+
+    def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
+        raise NotImplementedError
+
+
+class _ApiSpan(OpSpan):
+    __slots__ = ("span",)
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+        ctx = span.get_span_context()
+        self.trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
+
+    def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
+        if attrs:
+            self.span.set_attributes(attrs)
+        if exc is not None:
+            self.span.set_attribute("error.type", type(exc).__qualname__)
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        self.span.end()
+
+
+class _DeferredSpan(OpSpan):
+    __slots__ = ("rec", "tid", "sid", "parent", "start", "attrs", "name")
+
+    def __init__(self, rec: _Recorder, name: str, attrs: dict[str, Any]) -> None:
+        parent = _current_span().get_span_context()
+        self.rec = rec
+        self.name = name
+        self.attrs = attrs
+        if parent.is_valid:
+            self.parent = parent
+            self.tid = parent.trace_id
+        else:
+            self.parent = None
+            self.tid = rec.new_trace_id()
+        self.sid = rec.new_span_id()
+        self.trace_id = format(self.tid, "032x")
+        self.start = _time_ns()
+
+    def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
+        end = _time_ns()
+        if attrs:
+            self.attrs.update(attrs)
+        status = _OK
+        if exc is not None:
+            self.attrs["error.type"] = type(exc).__qualname__
+            status = Status(StatusCode.ERROR, type(exc).__qualname__)
+        self.rec.pending.append((self.name, self.tid, self.sid, self.parent, self.start, end, self.attrs, status))
+        self.rec.wake()
+
+
+class _Recorder:
+    """Pending span records of one SDK provider, and the thread that finishes them."""
+
+    CHUNK = 512
+    IDLE_EXIT = 1.0  # seconds without records before the drainer thread exits
+    TICK = 0.02
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.pending: list[tuple[Any, ...]] = []
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.scope = InstrumentationScope("hrm-memory", _VERSION, _SCHEMA_URL)
+        gen = provider.id_generator
+        if type(gen) is RandomIdGenerator:
+            import random
+
+            bits = random.getrandbits
+            self.new_trace_id = lambda: bits(128) or 1
+            self.new_span_id = lambda: bits(64) or 1
+        else:
+            self.new_trace_id = gen.generate_trace_id
+            self.new_span_id = gen.generate_span_id
+        _install_drain_hook(provider, self)
+
+    def wake(self) -> None:
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._run, name="hrm-memory-spans", daemon=True)
+                    self.thread.start()
+
+    def _run(self) -> None:
+        idle_since = time.monotonic()
+        last = -1
+        while True:
+            time.sleep(self.TICK)
+            n = len(self.pending)
+            if n == 0:
+                if time.monotonic() - idle_since > self.IDLE_EXIT:
+                    with self.lock:
+                        if not self.pending:
+                            self.thread = None
+                            return
+                continue
+            idle_since = time.monotonic()
+            # Finish spans when the caller pauses (the count stopped moving)
+            # or when many are pending, so a busy loop is not slowed by it.
+            if n == last or n >= 50_000:
+                self.drain()
+                last = -1
+            else:
+                last = n
+
+    def drain(self) -> int:
+        """Turn every pending record into an SDK span; return how many."""
+        with self.lock:
+            batch, self.pending = self.pending, []
+        if not batch:
+            return 0
+        provider = self.provider
+        processor = provider._active_span_processor
+        sampler = provider.sampler
+        resource = provider.resource
+        scope = self.scope
+        for i in range(0, len(batch), self.CHUNK):
+            for name, tid, sid, parent, start, end, attrs, status in batch[i : i + self.CHUNK]:
+                parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+                result = sampler.should_sample(parent_ctx, tid, name, trace.SpanKind.INTERNAL, attrs)
+                if result.decision is not Decision.RECORD_AND_SAMPLE:
+                    continue
+                if result.attributes:
+                    attrs = {**attrs, **result.attributes}
+                span_ctx = trace.SpanContext(
+                    tid,
+                    sid,
+                    is_remote=False,
+                    trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+                    trace_state=result.trace_state,
+                )
+                processor.on_end(
+                    ReadableSpan(
+                        name=name,
+                        context=span_ctx,
+                        parent=parent,
+                        resource=resource,
+                        attributes=attrs,
+                        kind=trace.SpanKind.INTERNAL,
+                        status=status,
+                        start_time=start,
+                        end_time=end,
+                        instrumentation_scope=scope,
+                    )
+                )
+            time.sleep(0)  # let a batch processor's worker run between chunks
+        return len(batch)
+
+
+class _DrainHook:
+    """A span processor placed first in the provider's pipeline: its only job
+    is to finish our pending spans before the others flush or shut down."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self._recorder = weakref.ref(recorder)
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def _on_ending(self, span: Any) -> None:
+        return None
+
+    def on_end(self, span: Any) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        self.force_flush()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        rec = self._recorder()
+        if rec is not None:
+            rec.drain()
+        return True
+
+
+def _install_drain_hook(provider: Any, recorder: _Recorder) -> None:
+    multi = provider._active_span_processor
+    hook = _DrainHook(recorder)
+    with multi._lock:
+        multi._span_processors = (hook, *multi._span_processors)
+
+
+_recorders: weakref.WeakKeyDictionary[Any, _Recorder] = weakref.WeakKeyDictionary()
+_recorders_lock = threading.Lock()
+
+
+def _deferred_supported(provider: object) -> bool:
+    if SdkTracerProvider is None or type(provider) is not SdkTracerProvider:
+        return False
+    multi = getattr(provider, "_active_span_processor", None)
+    return multi is not None and hasattr(multi, "_span_processors") and hasattr(multi, "_lock")
+
+
+def flush() -> int:
+    """Finish every pending span of every provider now; return how many."""
+    with _recorders_lock:
+        recorders = list(_recorders.values())
+    return sum(r.drain() for r in recorders)
+
+
+atexit.register(flush)
+
 
 class Tracing:
-    """Resolves the tracer lazily so that a provider set after the manager
-    was opened is still picked up."""
+    """Per-manager access to the right path for the current provider."""
 
-    __slots__ = ("_provider", "_for", "_tracer")
+    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred")
 
-    def __init__(self, provider: trace.TracerProvider | None = None) -> None:
+    def __init__(self, provider: trace.TracerProvider | None = None, *, deferred: bool = True) -> None:
         self._provider = provider
         self._for: object = None
+        self._mode = 0  # 0 off, 1 api, 2 deferred
         self._tracer: trace.Tracer | None = None
+        self._recorder: _Recorder | None = None
+        self.deferred = deferred
 
-    def tracer(self) -> trace.Tracer | None:
+    def _resolve(self, provider: object) -> None:
+        self._for = provider
+        self._tracer = None
+        self._recorder = None
+        if isinstance(provider, _NOOP_PROVIDERS):
+            self._mode = 0
+        elif self.deferred and _deferred_supported(provider):
+            with _recorders_lock:
+                rec = _recorders.get(provider)
+                if rec is None:
+                    rec = _recorders[provider] = _Recorder(provider)
+            self._recorder = rec
+            self._mode = 2
+        else:
+            self._tracer = provider.get_tracer("hrm-memory", _VERSION, schema_url=_SCHEMA_URL)  # type: ignore[attr-defined]
+            self._mode = 1
+
+    def start(self, op: str, namespace: str | None, key: str | None) -> OpSpan | None:
         provider = self._provider if self._provider is not None else trace.get_tracer_provider()
         if provider is not self._for:
-            self._for = provider
-            self._tracer = (
-                None
-                if isinstance(provider, _NOOP_PROVIDERS)
-                else provider.get_tracer("hrm-memory", _VERSION, schema_url="https://opentelemetry.io/schemas/1.26.0")
-            )
-        return self._tracer
-
-    def start(self, op: str, namespace: str | None, key: str | None) -> Span | None:
-        tracer = self.tracer()
-        if tracer is None:
+            self._resolve(provider)
+        mode = self._mode
+        if mode == 0:
             return None
-        attrs: dict[str, Any] = {"db.system.name": "hrm-memory", "db.operation.name": op}
+        attrs: dict[str, Any] = {"db.system.name": _DB_SYSTEM, "db.operation.name": op}
         if namespace is not None:
             attrs["db.collection.name"] = namespace
         if key is not None:
             attrs["hrm.memory.key"] = key
-        return tracer.start_span(f"memory.{op}", kind=trace.SpanKind.INTERNAL, attributes=attrs)
+        if mode == 2:
+            assert self._recorder is not None
+            return _DeferredSpan(self._recorder, "memory." + op, attrs)
+        assert self._tracer is not None
+        return _ApiSpan(self._tracer.start_span("memory." + op, kind=trace.SpanKind.INTERNAL, attributes=attrs))
+
+    def flush(self) -> None:
+        if self._recorder is not None:
+            self._recorder.drain()
 
 
-def finish(span: Span, attrs: dict[str, Any] | None, exc: BaseException | None = None) -> None:
-    if attrs:
-        span.set_attributes(attrs)
-    if exc is not None:
-        span.set_attribute("error.type", type(exc).__qualname__)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-    span.end()
-
-
-def trace_id_of(span: Span | None) -> str:
+def current_trace_id(span: OpSpan | None) -> str:
     """Hex trace id of ``span``; without one, that of the caller's current
     span, or 32 zeros (OpenTelemetry's invalid id) when nothing is traced."""
-    ctx = span.get_span_context() if span is not None else trace.get_current_span().get_span_context()
+    if span is not None:
+        return span.trace_id
+    ctx = _current_span().get_span_context()
     return format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
+
