@@ -198,6 +198,33 @@ def cmd_demo(mm: MemoryManager, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_trace(mm: MemoryManager, args: argparse.Namespace) -> int:
+    from . import telemetry
+
+    path = Path(args.file) if args.file else telemetry.default_trace_file(mm.root)
+    if args.trace_command == "show":
+        if not path.exists():
+            print(f"no trace file at {path} (run commands with --trace jsonl)", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        spans = telemetry.read_spans(path)
+        lines = telemetry.show_trace(spans, args.trace_id.lower())
+        if args.json:
+            print(_dump([s for s in spans if s.get("trace_id") == args.trace_id.lower()]))
+        elif not lines:
+            print(f"trace {args.trace_id} not found in {path}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        else:
+            print(f"trace {args.trace_id}")
+            print("\n".join(lines))
+        return EXIT_OK
+    try:
+        for _ in telemetry.tail(path, args.n, args.follow, sys.stdout):
+            pass
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
 COMMANDS = {
     "get": cmd_get,
     "put": cmd_put,
@@ -208,6 +235,7 @@ COMMANDS = {
     "check": cmd_check,
     "archive": cmd_archive,
     "demo": cmd_demo,
+    "trace": cmd_trace,
 }
 
 
@@ -221,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--durability", choices=["fsync", "flush"], default="fsync")
     p.add_argument("--locking", action="store_true", help="take cross-process file locks for writes")
+    p.add_argument(
+        "--trace",
+        choices=["console", "jsonl", "otlp"],
+        help="export a span per operation (jsonl: to --trace-file, read by 'trace tail/show')",
+    )
+    p.add_argument("--trace-file", help="JSONL span file (default $HRM_MEMORY_TRACE_FILE or ROOT/traces/spans.jsonl)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("demo", help="write and read sample HRM memory (in a temporary store unless --root)")
@@ -248,6 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
     s = sub.add_parser("archive", help="move warm records past their TTL to the cold tier")
     s.add_argument("--now", type=float, help="pretend the time is this epoch second")
+    s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
+    tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
+    t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
+    t.add_argument("-n", type=int, default=20)
+    t.add_argument("-f", "--follow", action="store_true")
+    t.add_argument("--file", help="span file")
+    t = tsub.add_parser("show", help="one trace as a tree with durations")
+    t.add_argument("trace_id")
+    t.add_argument("--file", help="span file")
     return p
 
 
@@ -259,8 +302,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo" and root is None:
         tmp = tempfile.TemporaryDirectory(prefix="hrm-memory-demo-")
         root = tmp.name
+    provider = None
     try:
-        with MemoryManager(root, durability=args.durability, locking=args.locking) as mm:
+        if args.trace:
+            from . import telemetry
+
+            trace_root = Path(root) if root is not None else default_root()
+            provider = telemetry.setup_tracing(
+                args.trace,
+                path=args.trace_file or telemetry.default_trace_file(trace_root),
+                set_global=False,
+            )
+        with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
             return COMMANDS[args.command](mm, args)
     except _BadInput as exc:
         print(f"hrm-memory: error: {exc}", file=sys.stderr)
@@ -272,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hrm-memory: error: {exc}", file=sys.stderr)
         return EXIT_STORE
     finally:
+        if provider is not None:
+            provider.shutdown()
         if tmp is not None:
             tmp.cleanup()
 

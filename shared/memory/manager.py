@@ -236,12 +236,11 @@ class MemoryManager:
         return Record.from_stored(namespace, stored, values.loads(stored.value), spec.tier != "hot")
 
     def _get(self, op: str, namespace: str, key: str) -> Stored | None:
-        spec = self._spec(namespace)
-        if self._closed:
-            raise StoreClosed("the memory manager is closed")
-        check_key(key, namespace)
+        self._check_open()
         span = self._tracing.start(op, namespace, key)
         try:
+            spec = self._spec(namespace)
+            check_key(key, namespace)
             if spec.tier == "hot":
                 stored = self._hot.get(namespace, key)
             else:
@@ -268,13 +267,13 @@ class MemoryManager:
         The value must be plain JSON data; anything else raises
         :class:`InvalidValue` and changes nothing. With ``durability="fsync"``
         the record is on stable storage when this returns."""
-        spec = self._spec(namespace)
-        check_key(key, namespace)
-        data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
         self._check_open()
         span = self._tracing.start("write", namespace, key)
         trace_id = current_trace_id(span)
         try:
+            spec = self._spec(namespace)
+            check_key(key, namespace)
+            data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
             with self._locks.hold(namespace):
                 stored = self._put(spec, key, data)
                 self._events.record("write", namespace, key, stored.version, trace_id, spec.tier != "hot")
@@ -319,12 +318,12 @@ class MemoryManager:
         lock (across processes when ``locking=True``), so concurrent updates
         never lose one another. If ``fn`` raises, nothing is stored and the
         exception propagates."""
-        spec = self._spec(namespace)
-        check_key(key, namespace)
         self._check_open()
         span = self._tracing.start("update", namespace, key)
         trace_id = current_trace_id(span)
         try:
+            spec = self._spec(namespace)
+            check_key(key, namespace)
             with self._locks.hold(namespace):
                 current = self._current(spec, key)
                 new = fn(default if current is None else values.loads(current.value))
@@ -354,12 +353,12 @@ class MemoryManager:
     def delete(self, namespace: str, key: str) -> bool:
         """Remove ``key``; return True if it existed. An archived key is
         removed from view (the cold copy stays until a purge)."""
-        spec = self._spec(namespace)
-        check_key(key, namespace)
         self._check_open()
         span = self._tracing.start("delete", namespace, key)
         trace_id = current_trace_id(span)
         try:
+            spec = self._spec(namespace)
+            check_key(key, namespace)
             with self._locks.hold(namespace):
                 if spec.tier == "hot":
                     old = self._hot.delete(namespace, key, _now_us())

@@ -54,7 +54,9 @@ try:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-    from opentelemetry.sdk.trace.sampling import Decision
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision
+
+    _DEFAULT_SAMPLER = DEFAULT_ON.get_description()
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
     SdkTracerProvider = None  # type: ignore[assignment,misc]
@@ -185,21 +187,25 @@ class _Recorder:
         sampler = provider.sampler
         resource = provider.resource
         scope = self.scope
+        # The SDK's default sampler decides from the parent alone; skip the
+        # call (and the context it needs) in that case.
+        default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
+        sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
         for i in range(0, len(batch), self.CHUNK):
             for name, tid, sid, parent, start, end, attrs, status in batch[i : i + self.CHUNK]:
-                parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
-                result = sampler.should_sample(parent_ctx, tid, name, trace.SpanKind.INTERNAL, attrs)
-                if result.decision is not Decision.RECORD_AND_SAMPLE:
-                    continue
-                if result.attributes:
-                    attrs = {**attrs, **result.attributes}
-                span_ctx = trace.SpanContext(
-                    tid,
-                    sid,
-                    is_remote=False,
-                    trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-                    trace_state=result.trace_state,
-                )
+                trace_state = parent.trace_state if parent else None
+                if default_sampler:
+                    if parent is not None and not parent.trace_flags.sampled:
+                        continue
+                else:
+                    parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+                    result = sampler.should_sample(parent_ctx, tid, name, trace.SpanKind.INTERNAL, attrs)
+                    if result.decision is not Decision.RECORD_AND_SAMPLE:
+                        continue
+                    if result.attributes:
+                        attrs = {**attrs, **result.attributes}
+                    trace_state = result.trace_state
+                span_ctx = trace.SpanContext(tid, sid, is_remote=False, trace_flags=sampled, trace_state=trace_state)
                 processor.on_end(
                     ReadableSpan(
                         name=name,
@@ -214,7 +220,11 @@ class _Recorder:
                         instrumentation_scope=scope,
                     )
                 )
-            time.sleep(0)  # let a batch processor's worker run between chunks
+            # Hand each chunk on before taking the next: a batch processor
+            # has a bounded queue and would drop what it cannot hold.
+            for downstream in processor._span_processors:
+                if not isinstance(downstream, _DrainHook):
+                    downstream.force_flush()
         return len(batch)
 
 
@@ -311,9 +321,9 @@ class Tracing:
             return None
         attrs: dict[str, Any] = {"db.system.name": _DB_SYSTEM, "db.operation.name": op}
         if namespace is not None:
-            attrs["db.collection.name"] = namespace
+            attrs["db.collection.name"] = namespace if type(namespace) is str else repr(namespace)[:200]
         if key is not None:
-            attrs["hrm.memory.key"] = key
+            attrs["hrm.memory.key"] = (key if len(key) <= 256 else key[:256] + "...") if type(key) is str else repr(key)[:200]
         if mode == 2:
             assert self._recorder is not None
             return _DeferredSpan(self._recorder, "memory." + op, attrs)

@@ -1,0 +1,195 @@
+"""Issue 4, must-show 1 and 2: one span per public operation, with the
+attributes, no values, correct parents; both span paths (deferred and API)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from shared.memory import InvalidValue, MemoryManager, NamespaceSpec
+from shared.memory.tracing import INVALID_TRACE_ID
+
+CANARY = "CANARY-7f3a9c-do-not-trace"
+
+
+@pytest.fixture(params=["deferred", "api"])
+def traced(request: pytest.FixtureRequest, root: Path) -> Iterator[tuple[MemoryManager, TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    specs = [NamespaceSpec("t.warm", ttl=60.0), NamespaceSpec("t.hot", tier="hot")]
+    with MemoryManager(
+        root, tracer_provider=provider, namespaces=specs, deferred_spans=request.param == "deferred"
+    ) as mm:
+        yield mm, provider, exporter
+    provider.shutdown()
+
+
+def spans(provider: TracerProvider, exporter: InMemorySpanExporter) -> list[Any]:
+    provider.force_flush()
+    return list(exporter.get_finished_spans())
+
+
+def test_one_span_per_public_operation(traced: Any) -> None:
+    mm, provider, exporter = traced
+    calls = [
+        ("memory.write", lambda: mm.write("t.warm", "k", {"v": CANARY})),
+        ("memory.read", lambda: mm.read("t.warm", "k")),
+        ("memory.get", lambda: mm.get_record("t.warm", "k")),
+        ("memory.update", lambda: mm.update("t.warm", "n", lambda v: (v or 0) + 1)),
+        ("memory.query", lambda: mm.query("t.*", "*")),
+        ("memory.archive", lambda: mm.archive(now=time.time() + 3600)),
+        ("memory.delete", lambda: mm.delete("t.warm", "n")),
+        ("memory.subscribe", lambda: mm.subscribe("t.*", lambda e: None, remote=False).cancel()),
+        ("memory.events_since", lambda: mm.events_since("1:0")),
+        ("memory.check", lambda: mm.check()),
+    ]
+    for name, call in calls:
+        exporter.clear()
+        call()
+        got = [s.name for s in spans(provider, exporter)]
+        assert got == [name], f"{name}: {got}"
+
+
+def test_attributes_and_no_values_anywhere(traced: Any) -> None:
+    mm, provider, exporter = traced
+    trace_id = mm.write("t.warm", "secret-key", {"note": CANARY, "nested": [CANARY]})
+    mm.write("t.hot", "h", CANARY)
+    assert mm.read("t.warm", "secret-key") == {"note": CANARY, "nested": [CANARY]}
+    mm.read("t.warm", "absent")
+    mm.update("t.warm", "secret-key", lambda v: {**v, "more": CANARY})
+    rows = mm.query("t.warm", where={"note": CANARY})
+    assert len(rows) == 1
+    found = spans(provider, exporter)
+    by_name: dict[str, list[Any]] = {}
+    for s in found:
+        by_name.setdefault(s.name, []).append(s)
+    write = by_name["memory.write"][0]
+    assert format(write.context.trace_id, "032x") == trace_id
+    attrs = dict(write.attributes)
+    assert attrs["db.system.name"] == "hrm-memory"
+    assert attrs["db.operation.name"] == "write"
+    assert attrs["db.collection.name"] == "t.warm"
+    assert attrs["hrm.memory.key"] == "secret-key"
+    assert attrs["hrm.memory.tier"] == "warm"
+    assert attrs["hrm.memory.persisted"] is True
+    assert attrs["hrm.memory.bytes"] == len(orjson.dumps({"note": CANARY, "nested": [CANARY]}))
+    hot = by_name["memory.write"][1]
+    assert hot.attributes["hrm.memory.persisted"] is False and hot.attributes["hrm.memory.tier"] == "hot"
+    hit, miss = by_name["memory.read"]
+    assert hit.attributes["hrm.memory.hit"] is True and miss.attributes["hrm.memory.hit"] is False
+    assert by_name["memory.query"][0].attributes["db.response.returned_rows"] == 1
+    # the where filter's field names may appear, its values never
+    text = orjson.dumps(
+        [
+            {
+                "attrs": dict(s.attributes),
+                "events": [dict(e.attributes or {}) for e in s.events],
+                "status": s.status.description,
+                "name": s.name,
+            }
+            for s in found
+        ],
+        default=str,
+    ).decode()
+    assert CANARY not in text
+
+
+def test_spans_are_children_of_the_callers_span(traced: Any) -> None:
+    mm, provider, exporter = traced
+    tracer = provider.get_tracer("caller")
+    with tracer.start_as_current_span("handle-turn") as parent:
+        trace_id = mm.write("t.warm", "k", 1)
+        mm.read("t.warm", "k")
+        mm.query("t.*")
+    ctx = parent.get_span_context()
+    assert trace_id == format(ctx.trace_id, "032x")
+    ours = [s for s in spans(provider, exporter) if s.name.startswith("memory.")]
+    assert len(ours) == 3
+    for s in ours:
+        assert s.parent is not None and s.parent.span_id == ctx.span_id
+        assert s.context.trace_id == ctx.trace_id
+        assert s.start_time <= s.end_time
+    outside = mm.write("t.warm", "k", 2)
+    assert outside != trace_id and outside != INVALID_TRACE_ID
+
+
+def test_timestamps_and_ids_are_real(traced: Any) -> None:
+    mm, provider, exporter = traced
+    before = time.time_ns()
+    for i in range(20):
+        mm.write("t.warm", f"k{i}", i)
+    after = time.time_ns()
+    found = spans(provider, exporter)
+    assert len(found) == 20
+    assert len({s.context.span_id for s in found}) == 20
+    assert len({s.context.trace_id for s in found}) == 20  # each a root span
+    assert all(before <= s.start_time <= s.end_time <= after for s in found)
+
+
+def test_failed_operation_has_one_error_span(traced: Any) -> None:
+    mm, provider, exporter = traced
+    with pytest.raises(InvalidValue):
+        mm.write("t.warm", "k", float("nan"))
+    with pytest.raises(ValueError):
+        mm.read("no.such", "k")
+    found = spans(provider, exporter)
+    assert [s.name for s in found] == ["memory.write", "memory.read"]
+    assert all(s.status.status_code is StatusCode.ERROR for s in found)
+    assert found[0].attributes["error.type"] == "InvalidValue"
+    assert found[1].attributes["error.type"] == "UndeclaredNamespace"
+
+
+def test_failing_callback_is_traced(traced: Any) -> None:
+    mm, provider, exporter = traced
+
+    def bad(event: Any) -> None:
+        raise RuntimeError("subscriber bug")
+
+    with mm.subscribe("t.*", bad, remote=False):
+        mm.write("t.warm", "k", 1)
+    notify = [s for s in spans(provider, exporter) if s.name == "memory.notify"]
+    assert len(notify) == 1 and notify[0].status.status_code is StatusCode.ERROR
+    assert notify[0].attributes["error.type"] == "RuntimeError"
+
+
+def test_no_sdk_means_no_spans_and_zero_trace_id(root: Path) -> None:
+    with MemoryManager(root) as mm:  # the global provider is the API's placeholder
+        assert mm.write("altitude.patterns", "k", 1) == INVALID_TRACE_ID
+
+
+def test_close_flushes_deferred_spans(root: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mm = MemoryManager(root, tracer_provider=provider)
+    mm.write("altitude.patterns", "k", 1)
+    mm.close()
+    assert [s.name for s in exporter.get_finished_spans()] == ["memory.write"]
+    provider.shutdown()
+
+
+def test_jsonl_file_and_trace_viewer(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shared.memory import cli
+
+    assert cli.main(["--root", str(root), "--trace", "jsonl", "--json", "put", "altitude.patterns", "k", "1"]) == 0
+    trace_id = orjson.loads(capsys.readouterr().out)["trace_id"]
+    spans_file = root / "traces" / "spans.jsonl"
+    assert (spans_file.stat().st_mode & 0o777) == 0o600
+    lines = [orjson.loads(line) for line in spans_file.read_bytes().splitlines()]
+    assert {"memory.write", "memory.get"} <= {s["name"] for s in lines}
+    assert cli.main(["--root", str(root), "trace", "show", trace_id]) == 0
+    out = capsys.readouterr().out
+    assert trace_id in out and "memory.write" in out and "altitude.patterns/k" in out
+    assert cli.main(["--root", str(root), "trace", "tail", "-n", "5"]) == 0
+    assert "memory.get" in capsys.readouterr().out
+    assert cli.main(["--root", str(root), "trace", "show", "0" * 32]) == 1
