@@ -4,7 +4,7 @@ from shared.memory.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [
-    NamespaceSpec("focus.fast", tier="hot", max_keys=10_000, description="per-turn progress and signals"),
+    NamespaceSpec("focus.fast", tier="hot", max_keys=10_000, consent="signals", description="per-turn progress and signals"),
     NamespaceSpec("focus.slow", description="commitment lease, decisions, bootstrap"),
     NamespaceSpec("focus.lanes", description="active work lanes"),
     NamespaceSpec("focus.consent", description="consent preferences per category"),

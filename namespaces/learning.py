@@ -4,7 +4,7 @@ from shared.memory.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [
-    NamespaceSpec("learning.patterns", description="patterns learned across sessions"),
-    NamespaceSpec("learning.feedback", ttl=60 * DAY, description="explicit feedback events"),
+    NamespaceSpec("learning.patterns", consent="preferences", description="patterns learned across sessions"),
+    NamespaceSpec("learning.feedback", ttl=60 * DAY, consent="preferences", description="explicit feedback events"),
     NamespaceSpec("learning.generalizations", description="generalizations drawn from patterns"),
 ]

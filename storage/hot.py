@@ -34,16 +34,18 @@ class HotTier:
         ns = self._data.get(namespace)
         return None if ns is None else ns.get(key)
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int) -> Stored:
+    def put(self, namespace: str, key: str, value: bytes, now_us: int, base_version: int = 0) -> Stored:
+        """Store ``value``; its version follows the previous one here, or
+        ``base_version`` (the version the key has in another tier) if higher."""
         with self._lock:
             ns = self._data.get(namespace)
             if ns is None:
                 ns = self._data[namespace] = {}
             old = ns.get(key)
             if old is not None:
-                stored = Stored(key, old.version + 1, old.created_us, now_us, value, "hot")
+                stored = Stored(key, max(old.version, base_version) + 1, old.created_us, now_us, value, "hot")
             else:
-                version = self._versions.pop((namespace, key), 0) + 1
+                version = max(self._versions.pop((namespace, key), 0), base_version) + 1
                 stored = Stored(key, version, now_us, now_us, value, "hot")
             ns[key] = stored
             return stored

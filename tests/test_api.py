@@ -244,6 +244,7 @@ def test_archive_moves_aged_records_and_reads_find_them(mm: MemoryManager) -> No
 
 
 def test_cap_moves_oldest_to_cold(mm: MemoryManager) -> None:
+    mm.consent.grant("conversation")  # altitude.history is gated by it
     for i in range(25):
         mm.write("altitude.history", f"s{i:02d}", {"i": i})
     warm = mm.query("altitude.history")
@@ -278,31 +279,31 @@ def test_compaction_keeps_every_current_record(root: Path) -> None:
     with MemoryManager(root, durability="flush") as mm:
         for round_ in range(5):
             for i in range(100):
-                mm.write("learning.patterns", f"k{i}", {"round": round_, "pad": "x" * 100})
+                mm.write("reasoning.strategies", f"k{i}", {"round": round_, "pad": "x" * 100})
         for i in range(0, 100, 3):
-            mm.delete("learning.patterns", f"k{i}")
-        size_before = sum(p.stat().st_size for p in (root / "warm" / "learning.patterns").iterdir())
+            mm.delete("reasoning.strategies", f"k{i}")
+        size_before = sum(p.stat().st_size for p in (root / "warm" / "reasoning.strategies").iterdir())
         reclaimed = mm.compact()
-        size_after = sum(p.stat().st_size for p in (root / "warm" / "learning.patterns").iterdir())
+        size_after = sum(p.stat().st_size for p in (root / "warm" / "reasoning.strategies").iterdir())
         assert reclaimed > 0 and size_after == size_before - reclaimed
         expected = {f"k{i}": {"round": 4, "pad": "x" * 100} for i in range(100) if i % 3}
-        assert {r.key: r.value for r in mm.query("learning.patterns")} == expected
-        assert mm.get_record("learning.patterns", "k1").version == 5  # type: ignore[union-attr]
+        assert {r.key: r.value for r in mm.query("reasoning.strategies")} == expected
+        assert mm.get_record("reasoning.strategies", "k1").version == 5  # type: ignore[union-attr]
     with MemoryManager(root) as mm:
-        assert {r.key: r.value for r in mm.query("learning.patterns")} == expected
-        mm.write("learning.patterns", "k0", 1)
-        assert mm.get_record("learning.patterns", "k0").version == 7  # type: ignore[union-attr]
+        assert {r.key: r.value for r in mm.query("reasoning.strategies")} == expected
+        mm.write("reasoning.strategies", "k0", 1)
+        assert mm.get_record("reasoning.strategies", "k0").version == 7  # type: ignore[union-attr]
         assert mm.check() == []
 
 
 def test_open_reads_no_data(root: Path) -> None:
     with MemoryManager(root, durability="flush") as mm:
         for i in range(300):
-            mm.write("learning.patterns", f"k{i}", i)
+            mm.write("reasoning.strategies", f"k{i}", i)
     mm = MemoryManager(root)
     try:
         assert mm._warm._buckets == {}  # nothing indexed until first use
-        assert mm.read("learning.patterns", "k7") == 7
+        assert mm.read("reasoning.strategies", "k7") == 7
         assert len(mm._warm._buckets) == 1
     finally:
         mm.close()

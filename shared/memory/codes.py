@@ -95,6 +95,12 @@ class Codec:
         set_(self, "_str_out", {**{c: ESCAPE + c for c in values.values()}, **values})
         set_(self, "_str_in", {c: v for v, c in values.items()})
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Read-only mapping proxies do not pickle; rebuild from plain dicts
+        # (validated again on the way in).
+        tables = {t: dict(m) for t, m in self.tables.items()}
+        return (Codec, (self.name, dict(self.aliases), dict(self.values), tables, self.description))
+
     def _check_map(self, what: str, mapping: object) -> dict[str, str]:
         if not isinstance(mapping, Mapping) or not all(
             type(k) is str and type(v) is str for k, v in mapping.items()

@@ -24,7 +24,9 @@ from .errors import AccessDenied, MemoryStoreError, StoreClosed
 from .locks import NamespaceLocks
 from .records import Event, Finding, Record, Stored
 from .spec import NamespaceSpec, Registry, check_key, check_namespace
+from .consent import Consent
 from .events import Callback, EventBus, Subscription
+from .schemas import Schemas
 from .tracing import Tracing, current_trace_id
 
 DURABILITY = ("fsync", "flush")
@@ -131,6 +133,8 @@ class MemoryManager:
             self.root, report_error=self._callback_failed, poll_interval=poll_interval, log_events=signal_log
         )
         self._specs = self._registry._specs  # read-only fast path for the hot loop
+        self.consent = Consent(self)
+        self._schemas = Schemas()
 
     # -- context management ----------------------------------------------------
 
@@ -232,8 +236,7 @@ class MemoryManager:
         stored = self._get("get", namespace, key)
         if stored is None:
             return None
-        spec = self._specs[namespace]
-        return Record.from_stored(namespace, stored, values.loads(stored.value), spec.tier != "hot")
+        return Record.from_stored(namespace, stored, values.loads(stored.value), stored.tier != "hot")
 
     def _get(self, op: str, namespace: str, key: str) -> Stored | None:
         self._check_open()
@@ -241,12 +244,7 @@ class MemoryManager:
         try:
             spec = self._spec(namespace)
             check_key(key, namespace)
-            if spec.tier == "hot":
-                stored = self._hot.get(namespace, key)
-            else:
-                stored = self._warm.get(namespace, key)
-                if stored is not None and stored.tier == "cold":
-                    stored = self._cold.fetch(namespace, key, stored.value)
+            stored = self._lookup(spec, key)
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -274,9 +272,10 @@ class MemoryManager:
             spec = self._spec(namespace)
             check_key(key, namespace)
             data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
+            self._check_schema(spec, key, value)
             with self._locks.hold(namespace):
                 stored = self._put(spec, key, data)
-                self._events.record("write", namespace, key, stored.version, trace_id, spec.tier != "hot")
+                self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
             if spec.max_keys is not None:
                 self._enforce_cap(spec, trace_id)
         except BaseException as exc:
@@ -297,18 +296,36 @@ class MemoryManager:
         return trace_id
 
     def _put(self, spec: NamespaceSpec, key: str, data: bytes) -> Stored:
-        """Commit to the namespace's home tier; the caller holds the namespace lock."""
+        """Commit to the namespace's home tier; the caller holds the namespace lock.
+
+        A consent-gated namespace whose category is not granted is committed
+        to the hot tier instead (this process only): nothing reaches disk."""
         if spec.tier == "hot":
             return self._hot.put(spec.name, key, data, _now_us())
+        if spec.consent is not None:
+            if not self.consent.granted(spec.consent):
+                base = self._lookup(spec, key)
+                return self._hot.put(spec.name, key, data, _now_us(), base_version=base.version if base else 0)
+            self._hot.delete(spec.name, key, _now_us())  # a session-only copy is superseded
         return self._warm.put(spec.name, key, data, _now_us())
 
-    def _current(self, spec: NamespaceSpec, key: str) -> Stored | None:
+    def _lookup(self, spec: NamespaceSpec, key: str) -> Stored | None:
+        """The current record: hot tier, else (for a gated namespace) the
+        session-only copy, else warm, else the cold archive."""
         if spec.tier == "hot":
             return self._hot.get(spec.name, key)
+        if spec.consent is not None:
+            shadow = self._hot.get(spec.name, key)
+            if shadow is not None:
+                return shadow
         stored = self._warm.get(spec.name, key)
         if stored is not None and stored.tier == "cold":
             stored = self._cold.fetch(spec.name, key, stored.value)
         return stored
+
+    def _check_schema(self, spec: NamespaceSpec, key: str, value: Any) -> None:
+        if spec.schema is not None:
+            self._schemas.validate(spec, key, value)
 
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
@@ -325,11 +342,12 @@ class MemoryManager:
             spec = self._spec(namespace)
             check_key(key, namespace)
             with self._locks.hold(namespace):
-                current = self._current(spec, key)
+                current = self._lookup(spec, key)
                 new = fn(default if current is None else values.loads(current.value))
                 data = values.encode(new, limit=spec.max_value_bytes, namespace=namespace, key=key)
+                self._check_schema(spec, key, new)
                 stored = self._put(spec, key, data)
-                self._events.record("write", namespace, key, stored.version, trace_id, spec.tier != "hot")
+                self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
             if spec.max_keys is not None:
                 self._enforce_cap(spec, trace_id)
         except BaseException as exc:
@@ -360,13 +378,14 @@ class MemoryManager:
             spec = self._spec(namespace)
             check_key(key, namespace)
             with self._locks.hold(namespace):
-                if spec.tier == "hot":
+                old = None
+                if spec.tier == "hot" or spec.consent is not None:
                     old = self._hot.delete(namespace, key, _now_us())
-                else:
-                    old = self._warm.delete(namespace, key, _now_us())
+                if spec.tier != "hot":
+                    old = self._warm.delete(namespace, key, _now_us()) or old
                     self._cache.discard((namespace, key))
                 if old is not None:
-                    self._events.record("delete", namespace, key, old.version + 1, trace_id, spec.tier != "hot")
+                    self._events.record("delete", namespace, key, old.version + 1, trace_id, old.tier != "hot")
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -450,9 +469,10 @@ class MemoryManager:
         out: list[Record] = []
         for spec in specs:
             ns = spec.name
-            persisted = spec.tier != "hot"
             if exact:
-                stored = self._hot.get(ns, key_glob) if spec.tier == "hot" else self._warm_or_cold(ns, key_glob, include_cold)
+                stored = self._lookup(spec, key_glob)
+                if stored is not None and stored.tier == "cold" and not include_cold:
+                    stored = None
                 found: Iterable[Stored] = [stored] if stored is not None else []
             elif spec.tier == "hot":
                 found = self._hot.scan(ns)
@@ -460,6 +480,10 @@ class MemoryManager:
                 found = self._warm.scan(ns)
                 if include_cold:
                     found = [*found, *self._cold_current(ns)]
+                if spec.consent is not None and self._hot.count(ns):
+                    merged = {st.key: st for st in found}
+                    merged.update((st.key, st) for st in self._hot.scan(ns))
+                    found = merged.values()
             rows = []
             for st in found:
                 if not (match_all or fnmatch.fnmatchcase(st.key, key_glob)):
@@ -467,18 +491,12 @@ class MemoryManager:
                 value = values.loads(st.value)
                 if where and not _matches(value, where):
                     continue
-                rows.append(Record.from_stored(ns, st, value, persisted))
+                rows.append(Record.from_stored(ns, st, value, st.tier != "hot"))
             rows.sort(key=lambda r: r.key)
             out.extend(rows)
             if limit is not None and len(out) >= limit:
                 return out[:limit]
         return out
-
-    def _warm_or_cold(self, namespace: str, key: str, include_cold: bool) -> Stored | None:
-        stored = self._warm.get(namespace, key)
-        if stored is not None and stored.tier == "cold":
-            return self._cold.fetch(namespace, key, stored.value) if include_cold else None
-        return stored
 
     def _cold_current(self, namespace: str) -> Iterator[Stored]:
         """The archived copies that are still current (their warm marker
@@ -555,6 +573,39 @@ class MemoryManager:
         span = self._tracing.start("notify", event.namespace, event.key)
         if span is not None:
             span.end({"hrm.memory.subscription": sub.namespace, "hrm.memory.event": event.op}, exc)
+
+    # -- consent ------------------------------------------------------------------
+
+    def _persist_session_data(self, namespace: str) -> int:
+        """Move this session's hot copies of a gated namespace to warm (on grant)."""
+        n = 0
+        with self._locks.hold(namespace):
+            for st in list(self._hot.scan(namespace)):
+                stored = self._warm.put(namespace, st.key, st.value, _now_us())
+                self._hot.delete(namespace, st.key, _now_us())
+                self._events.record("write", namespace, st.key, stored.version, current_trace_id(None), True)
+                n += 1
+        if self._events._queue:
+            self._events.dispatch()
+        return n
+
+    def _purge_namespace(self, namespace: str) -> dict[str, int]:
+        """Remove every value of ``namespace`` from disk (consent revoked with purge)."""
+        with self._locks.hold(namespace):
+            keys = [st.key for st in self._warm.scan(namespace, archived=True)]
+            for key in keys:
+                self._warm.delete(namespace, key, _now_us())
+                self._cache.discard((namespace, key))
+            self._warm.compact(namespace)
+            cold = self._cold.purge(namespace)
+            quarantined = 0
+            qdir = self.root / "quarantine"
+            if qdir.is_dir():
+                for path in qdir.iterdir():
+                    if path.name.startswith((f"warm__{namespace}__", f"cold__{namespace}__")):
+                        path.unlink()
+                        quarantined += 1
+        return {"warm": len(keys), "cold": cold, "quarantine": quarantined}
 
     # -- scopes ------------------------------------------------------------------
 
