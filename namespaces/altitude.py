@@ -14,4 +14,12 @@ NAMESPACES = [
     ),
     NamespaceSpec("altitude.patterns", description="observed user patterns, by pattern code"),
     NamespaceSpec("altitude.coaching", description="how the assistant should behave, by coaching code"),
+    # Legacy the_assist stores (one record per legacy file; see migration/layout.py).
+    NamespaceSpec("altitude.compressed", description="legacy CompressedMemory state (memory_v2)"),
+    NamespaceSpec("altitude.conversations", description="legacy v1 saved conversations, by timestamp"),
+    NamespaceSpec("altitude.context", description="legacy v1 context, observations and entities"),
+    NamespaceSpec("altitude.agents", description="legacy curator, proactive engine and HRM agent state"),
+    NamespaceSpec("altitude.integrity", description="legacy integrity, preflight and version logs"),
+    NamespaceSpec("altitude.checkpoints", ttl=30 * DAY, description="legacy boot checkpoints (age into cold)"),
+    NamespaceSpec("altitude.sessions", description="legacy SessionHistory"),
 ]

@@ -9,4 +9,10 @@ NAMESPACES = [
     NamespaceSpec("focus.lanes", description="active work lanes"),
     NamespaceSpec("focus.consent", description="consent preferences per category"),
     NamespaceSpec("focus.gates", ttl=30 * DAY, description="gate transitions"),
+    # Legacy locked_system stores (see migration/layout.py).
+    NamespaceSpec("focus.conversation", consent="conversation", description="legacy LockedLoop conversation"),
+    NamespaceSpec("focus.interactions", description="legacy FastMemory interaction signals and progress"),
+    NamespaceSpec("focus.bridge", description="legacy BridgeMemory signals"),
+    NamespaceSpec("focus.notes", description="legacy developer and personal notes (markdown)"),
+    NamespaceSpec("focus.chat_history", description="legacy readline chat history (libedit bytes)"),
 ]

@@ -7,4 +7,5 @@ NAMESPACES = [
     NamespaceSpec("reasoning.strategies", description="strategies and how well they worked"),
     NamespaceSpec("reasoning.escalations", ttl=30 * DAY, description="escalations raised to a higher altitude"),
     NamespaceSpec("reasoning.routing", description="routing decisions between modules"),
+    NamespaceSpec("reasoning.hrm", description="legacy HRM intent, plans and evaluations"),
 ]

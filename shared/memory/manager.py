@@ -222,21 +222,36 @@ class MemoryManager:
 
     # -- the operations -------------------------------------------------------------
 
-    def read(self, namespace: str, key: str, default: Any = None) -> Any:
+    def read(self, namespace: str, key: str, default: Any = None, *, expand: bool = False) -> Any:
         """The stored value of ``key``, or ``default`` if there is none.
 
         Finds archived keys in the cold tier too (the span says
         ``tier=cold``; :meth:`get_record` gives the tier). Raises
         :class:`InvalidNamespace`, :class:`InvalidKey`, :class:`CorruptRecord`."""
         stored = self._get("read", namespace, key)
-        return default if stored is None else values.loads(stored.value)
+        if stored is None:
+            return default
+        value = values.loads(stored.value)
+        return self._expand(namespace, value) if expand else value
 
-    def get_record(self, namespace: str, key: str) -> Record | None:
+    def get_record(self, namespace: str, key: str, *, expand: bool = False) -> Record | None:
         """The :class:`Record` of ``key`` (value with version, times and tier), or None."""
         stored = self._get("get", namespace, key)
         if stored is None:
             return None
-        return Record.from_stored(namespace, stored, values.loads(stored.value), stored.tier != "hot")
+        value = values.loads(stored.value)
+        if expand:
+            value = self._expand(namespace, value)
+        return Record.from_stored(namespace, stored, value, stored.tier != "hot")
+
+    def expand(self, namespace: str, value: Any) -> Any:
+        """The readable form of a stored (compact) ``value`` of ``namespace``:
+        field aliases and value codes replaced by what they stand for."""
+        self._spec(namespace)
+        return self._expand(namespace, value)
+
+    def _expand(self, namespace: str, value: Any) -> Any:
+        return value
 
     def _get(self, op: str, namespace: str, key: str) -> Stored | None:
         self._check_open()
@@ -259,12 +274,17 @@ class MemoryManager:
             )
         return stored
 
-    def write(self, namespace: str, key: str, value: Any) -> str:
+    def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
         """Store ``value`` under ``key``; return the operation's trace id (hex).
 
         The value must be plain JSON data; anything else raises
         :class:`InvalidValue` and changes nothing. With ``durability="fsync"``
-        the record is on stable storage when this returns."""
+        the record is on stable storage when this returns. In a consent-gated
+        namespace whose category is not granted the value stays in this
+        process only (``get_record(...).persisted`` is False), unless
+        ``imported=True``: data that existed before this store (a migration
+        of legacy files) is persisted whatever the consent, and the span
+        records ``hrm.memory.imported``."""
         self._check_open()
         span = self._tracing.start("write", namespace, key)
         trace_id = current_trace_id(span)
@@ -274,7 +294,7 @@ class MemoryManager:
             data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
             self._check_schema(spec, key, value)
             with self._locks.hold(namespace):
-                stored = self._put(spec, key, data)
+                stored = self._put(spec, key, data, imported)
                 self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
             if spec.max_keys is not None:
                 self._enforce_cap(spec, trace_id)
@@ -283,19 +303,20 @@ class MemoryManager:
                 span.end(None, exc)
             raise
         if span is not None:
-            span.end(
-                {
-                    "hrm.memory.tier": stored.tier,
-                    "hrm.memory.bytes": len(data),
-                    "hrm.memory.version": stored.version,
-                    "hrm.memory.persisted": stored.tier != "hot",
-                },
-            )
+            attrs = {
+                "hrm.memory.tier": stored.tier,
+                "hrm.memory.bytes": len(data),
+                "hrm.memory.version": stored.version,
+                "hrm.memory.persisted": stored.tier != "hot",
+            }
+            if imported:
+                attrs["hrm.memory.imported"] = True
+            span.end(attrs)
         if self._events._queue:
             self._events.dispatch()
         return trace_id
 
-    def _put(self, spec: NamespaceSpec, key: str, data: bytes) -> Stored:
+    def _put(self, spec: NamespaceSpec, key: str, data: bytes, imported: bool = False) -> Stored:
         """Commit to the namespace's home tier; the caller holds the namespace lock.
 
         A consent-gated namespace whose category is not granted is committed
@@ -303,7 +324,7 @@ class MemoryManager:
         if spec.tier == "hot":
             return self._hot.put(spec.name, key, data, _now_us())
         if spec.consent is not None:
-            if not self.consent.granted(spec.consent):
+            if not imported and not self.consent.granted(spec.consent):
                 base = self._lookup(spec, key)
                 return self._hot.put(spec.name, key, data, _now_us(), base_version=base.version if base else 0)
             self._hot.delete(spec.name, key, _now_us())  # a session-only copy is superseded
@@ -404,6 +425,7 @@ class MemoryManager:
         where: dict[str, Any] | None = None,
         limit: int | None = None,
         include_cold: bool = False,
+        expand: bool = False,
     ) -> list[Record]:
         """Records whose namespace and key match the globs, ordered by
         (namespace, key).
@@ -412,7 +434,7 @@ class MemoryManager:
         (a dotted path reaches into nested dicts) equal to the given value.
         ``limit`` caps the number returned. Archived records are included
         only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
-        return self._run_query(namespace, key, where, limit, include_cold, None)
+        return self._run_query(namespace, key, where, limit, include_cold, None, expand)
 
     def _run_query(
         self,
@@ -422,6 +444,7 @@ class MemoryManager:
         limit: int | None,
         include_cold: bool,
         scope: Scope | None,
+        expand: bool = False,
     ) -> list[Record]:
         self._check_open()
         if limit is not None and (type(limit) is not int or limit < 0):
@@ -435,7 +458,7 @@ class MemoryManager:
             specs = self._match_namespaces(namespace)
             if scope is not None:
                 specs = scope._filter(namespace, specs)
-            out = self._query(specs, key, where, limit, include_cold)
+            out = self._query(specs, key, where, limit, include_cold, expand)
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -463,6 +486,7 @@ class MemoryManager:
         where: dict[str, Any] | None,
         limit: int | None,
         include_cold: bool,
+        expand: bool = False,
     ) -> list[Record]:
         match_all = key_glob == "*"
         exact = not match_all and not any(c in key_glob for c in "*?[")
@@ -489,6 +513,8 @@ class MemoryManager:
                 if not (match_all or fnmatch.fnmatchcase(st.key, key_glob)):
                     continue
                 value = values.loads(st.value)
+                if expand:
+                    value = self._expand(ns, value)
                 if where and not _matches(value, where):
                     continue
                 rows.append(Record.from_stored(ns, st, value, st.tier != "hot"))
@@ -805,7 +831,7 @@ class Scope:
                 hrm=self.hrm,
             )
 
-    def read(self, namespace: str, key: str, default: Any = None) -> Any:
+    def read(self, namespace: str, key: str, default: Any = None, *, expand: bool = False) -> Any:
         self._check_read(namespace)
         return self.manager.read(namespace, key, default)
 
@@ -833,8 +859,9 @@ class Scope:
         where: dict[str, Any] | None = None,
         limit: int | None = None,
         include_cold: bool = False,
+        expand: bool = False,
     ) -> list[Record]:
-        return self.manager._run_query(namespace, key, where, limit, include_cold, self)
+        return self.manager._run_query(namespace, key, where, limit, include_cold, self, expand)
 
     def _filter(self, pattern: str, specs: list[NamespaceSpec]) -> list[NamespaceSpec]:
         allowed = [s for s in specs if self._readable(s.name)]
