@@ -6,15 +6,19 @@ the manager. :func:`seed` returns the whole seed set of DESIGN.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from shared.memory.spec import DAY, NamespaceSpec
 
-from . import altitude, focus, learning, reasoning, shared
+from . import altitude, codecs, focus, learning, reasoning, shared
 
 
 
 def seed() -> list[NamespaceSpec]:
-    """Every seed namespace, sorted by name."""
+    """Every seed namespace, sorted by name, each with its HRM's codec
+    (``codecs.NAMESPACE_CODECS``) unless it declares one itself."""
     specs = [*altitude.NAMESPACES, *focus.NAMESPACES, *reasoning.NAMESPACES, *learning.NAMESPACES, *shared.NAMESPACES]
+    specs = [s if s.codec else replace(s, codec=codecs.NAMESPACE_CODECS.get(s.name)) for s in specs]
     return sorted(specs, key=lambda s: s.name)
 
 

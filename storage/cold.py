@@ -30,7 +30,16 @@ from shared.memory.errors import CorruptRecord
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import ARCHIVE, PERSISTENT
 
-from shared.memory.fsutil import FILE_MODE, atomic_write, fsync_dir, make_dirs, quarantine, storage_error
+from shared.memory.fsutil import (
+    FILE_MODE,
+    NOFOLLOW,
+    atomic_write,
+    ensure_real_dirs,
+    fsync_dir,
+    make_dirs,
+    quarantine,
+    storage_error,
+)
 
 MAGIC = b"HRMc"
 SKIP = b"HRMz"  # a blanked damaged span (after check(fix=True)); scans as empty
@@ -65,6 +74,7 @@ class ColdTier:
         self._lock = threading.Lock()
 
     def _segments(self, namespace: str) -> list[Path]:
+        ensure_real_dirs(self.store_root, "cold", namespace)
         d = self.root / namespace
         try:
             return sorted(d / n for n in os.listdir(d) if n.endswith(".seg") and n[:-4].isdigit())
@@ -88,7 +98,7 @@ class ColdTier:
             new = not seg.exists()
             locations: list[bytes] = []
             try:
-                fd = os.open(seg, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+                fd = os.open(seg, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
             except OSError as exc:
                 raise storage_error(exc, "open", seg) from None
             try:
@@ -119,7 +129,8 @@ class ColdTier:
         seg_name, _, off_text = location.decode().partition(":")
         path = self.root / namespace / f"{seg_name}.seg"
         try:
-            with open(path, "rb") as f:
+            ensure_real_dirs(self.store_root, "cold", namespace)
+            with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as f:
                 f.seek(int(off_text))
                 head = f.read(_HEAD.size)
                 magic, length, crc = _HEAD.unpack(head)
@@ -159,7 +170,7 @@ class ColdTier:
     def _frames(self, seg: Path) -> Iterator[tuple[int, bytes | None]]:
         """``(offset, payload)`` per frame; ``payload`` None for a damaged span,
         after which the scan resynchronises on the next magic."""
-        with open(seg, "rb") as f:
+        with os.fdopen(os.open(seg, os.O_RDONLY | NOFOLLOW), "rb") as f:
             data_len = os.fstat(f.fileno()).st_size
             off = 0
             while off < data_len:
@@ -192,15 +203,19 @@ class ColdTier:
                 off = end
 
     def namespaces(self) -> list[str]:
+        if self.root.is_symlink():
+            return []
         try:
-            return sorted(os.listdir(self.root))
-        except FileNotFoundError:
+            return sorted(n for n in os.listdir(self.root) if not (self.root / n).is_symlink())
+        except (FileNotFoundError, NotADirectoryError):
             return []
 
     def check(self, fix: bool = False) -> list[Finding]:
         findings = []
         for namespace in self.namespaces():
             for seg in self._segments(namespace):
+                if seg.is_symlink():
+                    continue
                 mode = seg.stat().st_mode & 0o777
                 if mode & 0o077:
                     findings.append(

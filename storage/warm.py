@@ -48,7 +48,7 @@ from shared.memory.locks import NamespaceLocks
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
 
-from shared.memory.fsutil import FILE_MODE, fsync_dir, make_dirs, quarantine, storage_error
+from shared.memory.fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, fsync_dir, make_dirs, quarantine, storage_error
 
 N_BUCKETS = 64
 COMPACT_MIN_GARBAGE = 256 * 1024
@@ -105,7 +105,9 @@ def _salvage_key(line: bytes) -> str | None:
 
 
 class _Bucket:
-    __slots__ = ("path", "rel", "fd", "ino", "size", "tail", "index", "garbage", "corrupt", "lock", "loaded")
+    __slots__ = (
+        "path", "rel", "fd", "ino", "size", "tail", "index", "garbage", "corrupt", "unknown_after", "lock", "loaded"
+    )
 
     def __init__(self, path: Path, rel: str) -> None:
         self.path = path
@@ -117,6 +119,9 @@ class _Bucket:
         self.index: dict[str, Entry] = {}
         self.garbage = 0
         self.corrupt: list[tuple[int, int]] = []
+        # End of the last damaged line whose key cannot be read: any key not
+        # rewritten after it might have its newest version in that line.
+        self.unknown_after = -1
         self.lock = threading.RLock()
         self.loaded = False
 
@@ -125,6 +130,7 @@ class _Bucket:
         self.size = self.tail = self.garbage = 0
         self.index = {}
         self.corrupt = []
+        self.unknown_after = -1
         self.loaded = False
 
 
@@ -160,6 +166,9 @@ class WarmTier:
     def _bucket(self, namespace: str, index: int) -> _Bucket:
         b = self._buckets.get((namespace, index))
         if b is None:
+            # First use of this bucket in this process: make sure nothing on
+            # the way to it is a planted symbolic link.
+            ensure_real_dirs(self.store_root, "warm", namespace)
             with self._guard:
                 b = self._buckets.get((namespace, index))
                 if b is None:
@@ -169,6 +178,7 @@ class WarmTier:
         return b
 
     def _buckets_of(self, namespace: str) -> list[_Bucket]:
+        ensure_real_dirs(self.store_root, "warm", namespace)
         try:
             names = os.listdir(self.root / namespace)
         except FileNotFoundError:
@@ -186,7 +196,9 @@ class WarmTier:
     def _refresh(self, b: _Bucket) -> bool:
         """Bring ``b``'s index up to date with the file; False if there is no file."""
         try:
-            st = os.stat(b.path)
+            st = os.lstat(b.path)
+        except NotADirectoryError:
+            raise storage_error(OSError(20, "not a directory"), "read", b.path.parent) from None
         except FileNotFoundError:
             if b.ino is not None:
                 # Removed underneath us: what we indexed is gone from disk.
@@ -205,7 +217,7 @@ class WarmTier:
         return True
 
     def _scan_into(self, b: _Bucket, start: int, end: int) -> None:
-        fd = os.open(b.path, os.O_RDONLY)
+        fd = self._open_nofollow(b.path, os.O_RDONLY)
         try:
             pos = start
             carry = b""
@@ -238,6 +250,9 @@ class WarmTier:
                 if parsed is None:
                     b.corrupt.append((base + pos, nl - pos))
                     b.garbage += nl - pos + 2
+                    # The key a damaged line names may itself be damaged, so
+                    # every key older than the line is suspect (see get()).
+                    b.unknown_after = base + nl
                     key = _salvage_key(line)
                     if key is not None:
                         old = index.get(key)
@@ -262,7 +277,7 @@ class WarmTier:
                     raise storage_error(exc, "create directory", b.path.parent) from None
             new = not b.path.exists()
             try:
-                b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+                b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
             except OSError as exc:
                 raise storage_error(exc, "open", b.path) from None
             if new and self.fsync:
@@ -285,10 +300,19 @@ class WarmTier:
         # Reader processes keep a descriptor too; O_APPEND is harmless for
         # reads and lets the same descriptor serve a later write.
         try:
-            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND)
+            b.fd = self._open_nofollow(b.path, os.O_RDWR | os.O_APPEND)
         except PermissionError:
-            b.fd = os.open(b.path, os.O_RDONLY)
+            b.fd = self._open_nofollow(b.path, os.O_RDONLY)
         return b.fd
+
+    @staticmethod
+    def _open_nofollow(path: Path, flags: int) -> int:
+        try:
+            return os.open(path, flags | NOFOLLOW)
+        except OSError as exc:
+            if exc.errno == 40:  # ELOOP: the file is a symbolic link
+                raise storage_error(exc, "open (a symbolic link, never followed)", path) from None
+            raise
 
     # -- writing -------------------------------------------------------------
 
@@ -344,7 +368,7 @@ class WarmTier:
         if self._run_file is None:
             make_dirs(run, durable=self.fsync)
             self._run_file = run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
-        fd = os.open(self._run_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        fd = os.open(self._run_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
         try:
             os.write(fd, b.rel.encode() + b"\n")
             if self.fsync:
@@ -413,6 +437,17 @@ class WarmTier:
             if not self._refresh(b):
                 return None
             e = b.index.get(key)
+            if b.unknown_after >= 0 and (e is None or e[4] < b.unknown_after):
+                # Never answer with what may be an older version (or a false
+                # "absent") while an unreadable newer line could be this key's.
+                raise CorruptRecord(
+                    f"record {namespace}/{key!r} cannot be trusted: its bucket {b.path.name} holds a damaged "
+                    "record whose key is unreadable and that may be a newer version of it; "
+                    "run check(fix=True) to move the damage aside",
+                    namespace=namespace,
+                    key=key,
+                    path=str(b.path),
+                )
             if e is None or e[0] == "d":
                 return None
             if e[0] == "x":
@@ -483,9 +518,11 @@ class WarmTier:
         return out
 
     def namespaces(self) -> list[str]:
+        if self.root.is_symlink():
+            return []
         try:
             return sorted(n for n in os.listdir(self.root) if not n.startswith("."))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return []
 
     # -- maintenance -----------------------------------------------------------
@@ -513,7 +550,7 @@ class WarmTier:
                 quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
             new_index: dict[str, Entry] = {}
             pos = 0
             try:
@@ -598,6 +635,8 @@ class WarmTier:
         findings: list[Finding] = []
         for namespace in self.namespaces():
             ns_dir = self.root / namespace
+            if ns_dir.is_symlink():
+                continue  # reported (and never followed) by the store-wide symlink check
             if not ns_dir.is_dir():
                 findings.append(Finding("stray-file", str(ns_dir), "not a namespace directory"))
                 continue
@@ -612,6 +651,8 @@ class WarmTier:
                     )
                     if fix:
                         path.unlink(missing_ok=True)
+                    continue
+                if path.is_symlink():
                     continue
                 if not (len(name) == 6 and name.endswith(".log")):
                     findings.append(Finding("stray-file", str(path), "unexpected file in namespace", namespace))

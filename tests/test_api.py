@@ -176,7 +176,7 @@ def test_scope_access_control(mm: MemoryManager) -> None:
     alt = mm.scope("altitude")
     alt.write("altitude.patterns", "p", 1)
     assert alt.read("altitude.patterns", "p") == 1
-    assert alt.read("shared.people", "gaurav") == {"r": "wk"}
+    assert alt.read("shared.people", "gaurav", expand=True) == {"r": "wk"}
     assert alt.update("altitude.patterns", "p", lambda v: v + 1) == 2
     for call in (
         lambda: alt.write("focus.lanes", "x", 1),

@@ -8,6 +8,7 @@ timeout); 4 ``check`` found problems it did not fix.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -52,13 +53,19 @@ def _parse_value(text: str) -> Any:
     if text == "-":
         text = sys.stdin.read()
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        # The stdlib parser, not orjson: it keeps integers beyond 64 bits as
+        # ints (so the store refuses them) instead of rounding them to floats.
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
         raise _BadInput(f"VALUE is not valid JSON ({exc}); quote strings as JSON, e.g. '\"text\"'") from None
 
 
 class _BadInput(Exception):
     pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
 
 
 def _record_row(r: Any) -> dict[str, Any]:
@@ -83,7 +90,7 @@ def _record_json(r: Any) -> dict[str, Any]:
 
 
 def cmd_get(mm: MemoryManager, args: argparse.Namespace) -> int:
-    rec = mm.get_record(args.namespace, args.key)
+    rec = mm.get_record(args.namespace, args.key, expand=not args.compact)
     if rec is None:
         print(f"not found: {args.namespace} {args.key!r}", file=sys.stderr)
         return EXIT_NOT_FOUND
@@ -100,7 +107,17 @@ def cmd_put(mm: MemoryManager, args: argparse.Namespace) -> int:
     trace_id = mm.write(args.namespace, args.key, _parse_value(args.value))
     rec = mm.get_record(args.namespace, args.key)
     version = rec.version if rec else None
-    print(_dump({"trace_id": trace_id, "version": version}) if args.json else f"stored (version {version}, trace {trace_id})")
+    persisted = bool(rec and rec.persisted)
+    if args.json:
+        print(_dump({"trace_id": trace_id, "version": version, "persisted": persisted}))
+    else:
+        print(f"stored (version {version}, trace {trace_id})")
+    if not persisted:
+        print(
+            f"warning: {args.namespace} keeps this value in memory only (a hot namespace, or its consent "
+            "category is not granted); it ends with this command",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -145,10 +162,12 @@ def cmd_query(mm: MemoryManager, args: argparse.Namespace) -> int:
         if not sep or not field:
             raise _BadInput(f"--where expects FIELD=JSON, got {item!r}")
         try:
-            where[field] = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            where[field] = json.loads(raw)
+        except json.JSONDecodeError:
             where[field] = raw  # a bare word means that string
-    recs = mm.query(args.namespace, args.key, where=where or None, limit=args.limit, include_cold=args.cold)
+    recs = mm.query(
+        args.namespace, args.key, where=where or None, limit=args.limit, include_cold=args.cold, expand=not args.compact
+    )
     if args.json:
         print(_dump([_record_json(r) for r in recs]))
     else:
@@ -258,9 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("demo", help="write and read sample HRM memory (in a temporary store unless --root)")
-    s = sub.add_parser("get", help="print the value of a key")
+    s = sub.add_parser("get", help="print the value of a key (readable form)")
     s.add_argument("namespace")
     s.add_argument("key")
+    s.add_argument("--compact", action="store_true", help="print the stored compact form, codes unexpanded")
     s = sub.add_parser("put", help="store a JSON value ('-' reads stdin)")
     s.add_argument("namespace")
     s.add_argument("key")
@@ -277,11 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--where", action="append", metavar="FIELD=JSON", help="keep records whose FIELD equals JSON")
     s.add_argument("--limit", type=int)
     s.add_argument("--cold", action="store_true", help="include archived records")
+    s.add_argument("--compact", action="store_true", help="show the stored compact form, codes unexpanded")
     sub.add_parser("stats", help="counts and sizes per namespace")
     s = sub.add_parser("check", help="walk the store and report damage (exit 4 if any)")
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
     s = sub.add_parser("archive", help="move warm records past their TTL to the cold tier")
     s.add_argument("--now", type=float, help="pretend the time is this epoch second")
+    from . import token_report
+
+    token_report.add_cli(sub)
     s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
     tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
     t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
@@ -297,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "tokens":
+        from . import token_report
+
+        return token_report.run_cli(args)
     root: str | Path | None = args.root
     tmp = None
     if args.command == "demo" and root is None:

@@ -20,13 +20,18 @@ class MemoryStoreError(Exception):
 
     def __init__(self, message: str, **attrs: Any) -> None:
         super().__init__(message)
-        self.__dict__.update(attrs)
+        for name, value in attrs.items():
+            # setattr, not __dict__: OSError keeps errno in a slot of its own
+            setattr(self, name, value)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuild from the message and restore the structured attributes;
         # the built-in bases (OSError in particular) would otherwise try to
         # re-run __init__ with positional args they interpret themselves.
-        return (_rebuild, (type(self), str(self), dict(self.__dict__)))
+        attrs = dict(self.__dict__)
+        if isinstance(self, OSError) and self.errno is not None:
+            attrs["errno"] = self.errno
+        return (_rebuild, (type(self), str(self), attrs))
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""

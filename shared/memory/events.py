@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from .errors import MemoryStoreError
-from .fsutil import FILE_MODE, make_dirs
+from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, make_dirs
 from .records import Event
 
 log = logging.getLogger("hrm_memory.events")
@@ -224,10 +224,11 @@ class EventBus:
                 self._roll()
 
     def _open_latest(self) -> int:
+        ensure_real_dirs(self.dir.parent, "events")
         make_dirs(self.dir, durable=False)
         segs = self._segments()
         self._seg = segs[-1] if segs else 1
-        self._fd = os.open(self._path(self._seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        self._fd = os.open(self._path(self._seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
         return self._fd
 
     def _roll(self) -> None:
@@ -235,9 +236,9 @@ class EventBus:
         os.close(self._fd)
         nxt = self._seg + 1
         try:
-            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
         except FileExistsError:  # another process rolled first
-            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND)
+            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | NOFOLLOW)
         self._fd, self._seg = fd, nxt
         for old in self._segments()[:-KEEP_SEGMENTS]:
             self._path(old).unlink(missing_ok=True)
@@ -276,7 +277,7 @@ class EventBus:
             if upto is not None and seg > upto[0]:
                 break
             try:
-                with open(path, "rb") as f:
+                with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as f:
                     f.seek(off)
                     data = f.read() if limit is None else f.read(max(0, limit - off))
             except FileNotFoundError:

@@ -4,12 +4,46 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from .errors import StorageError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+#: Added to every open of a store file: a symbolic link planted inside the
+#: root is never followed (DESIGN guarantee 5).
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def ensure_real_dirs(root: Path, *parts: str) -> None:
+    """Raise :class:`StorageError` if a directory on the way from ``root`` to
+    ``root/parts...`` is a symbolic link or not a directory (missing is fine:
+    it will be created as a real directory)."""
+    p = root
+    for part in parts:
+        p = p / part
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise StorageError(
+                f"{p} is a symbolic link; hrm-memory never follows links inside its root", path=str(p)
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise StorageError(f"{p} should be a directory but is not", path=str(p))
+
+
+def symlinks_under(root: Path) -> list[Path]:
+    """Every symbolic link below ``root`` (links are never followed)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                found.append(path)
+    return found
 
 
 def storage_error(exc: OSError, action: str, path: str | os.PathLike[str]) -> StorageError:
@@ -21,9 +55,7 @@ def storage_error(exc: OSError, action: str, path: str | os.PathLike[str]) -> St
         errno.EACCES: "permission denied",
         errno.EPERM: "operation not permitted",
     }.get(exc.errno or 0, exc.strerror or str(exc))
-    err = StorageError(f"cannot {action} {os.fspath(path)}: {reason}", path=os.fspath(path), errno=exc.errno)
-    err.errno = exc.errno
-    return err
+    return StorageError(f"cannot {action} {os.fspath(path)}: {reason}", path=os.fspath(path), errno=exc.errno)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -54,7 +86,7 @@ def make_dirs(path: Path, *, durable: bool) -> None:
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
     try:
         view = memoryview(data)
         while view:

@@ -20,14 +20,15 @@ from opentelemetry import trace
 
 from . import values
 from . import fsutil as _fs
-from .errors import AccessDenied, MemoryStoreError, StoreClosed
+from .errors import AccessDenied, CorruptRecord, MemoryStoreError, StoreClosed
 from .locks import NamespaceLocks
 from .records import Event, Finding, Record, Stored
 from .spec import NamespaceSpec, Registry, check_key, check_namespace
+from .codes import Codec, default_registry
 from .consent import Consent
 from .events import Callback, EventBus, Subscription
 from .schemas import Schemas
-from .tracing import Tracing, current_trace_id
+from .tracing import TokensSaved, Tracing, current_trace_id
 
 DURABILITY = ("fsync", "flush")
 
@@ -135,6 +136,8 @@ class MemoryManager:
         self._specs = self._registry._specs  # read-only fast path for the hot loop
         self.consent = Consent(self)
         self._schemas = Schemas()
+        self._codec_registry = default_registry()
+        self._codecs: dict[str, Codec | None] = {}
 
     # -- context management ----------------------------------------------------
 
@@ -174,6 +177,8 @@ class MemoryManager:
         self._check_open()
         if isinstance(spec, str):
             spec = NamespaceSpec(spec, **fields)
+        elif not isinstance(spec, NamespaceSpec):
+            raise InvalidArgument(f"declare() takes a NamespaceSpec or a namespace name, not {type(spec).__name__}")
         elif fields:
             raise InvalidArgument("pass either a NamespaceSpec or a name with fields, not both")
         self._registry.declare(spec)
@@ -191,22 +196,38 @@ class MemoryManager:
             data = (self.root / "meta" / "namespaces.json").read_bytes()
         except FileNotFoundError:
             return {}
+        path = self.root / "meta" / "namespaces.json"
         try:
             declared = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise MemoryStoreError(
-                f"{self.root / 'meta' / 'namespaces.json'} is damaged; run-time declarations cannot be read"
-            ) from None
-        return declared if isinstance(declared, dict) else {}
+            declared = None
+        if type(declared) is not dict or not all(type(v) is dict for v in declared.values()):
+            # Never reset: the file is left as it is for a person to repair.
+            raise CorruptRecord(
+                f"{path} is damaged (expected an object of namespace specs); run-time declarations "
+                "cannot be read and the file was left untouched",
+                path=str(path),
+            )
+        return declared
 
     def _load_declared(self) -> None:
-        for data in self._read_declared().values():
-            spec = NamespaceSpec.from_dict(data)
+        for name, data in self._read_declared().items():
+            try:
+                spec = NamespaceSpec.from_dict(data)
+            except (MemoryStoreError, TypeError) as exc:
+                raise CorruptRecord(
+                    f"{self.root / 'meta' / 'namespaces.json'}: entry {name!r} is not a valid namespace spec ({exc})",
+                    path=str(self.root / "meta" / "namespaces.json"),
+                ) from None
             if spec.name not in self._registry:
                 self._registry.declare(spec)
 
     def _spec(self, namespace: str) -> NamespaceSpec:
-        spec = self._specs.get(namespace)
+        try:
+            spec = self._specs.get(namespace)
+        except TypeError:  # unhashable: certainly not a namespace
+            check_namespace(namespace)
+            raise
         if spec is not None:
             return spec
         if self._closed:
@@ -250,8 +271,30 @@ class MemoryManager:
         self._spec(namespace)
         return self._expand(namespace, value)
 
+    def _codec(self, spec: NamespaceSpec) -> Codec | None:
+        try:
+            return self._codecs[spec.name]
+        except KeyError:
+            codec = self._codecs[spec.name] = self._codec_registry.for_spec(spec.codec)
+            return codec
+
     def _expand(self, namespace: str, value: Any) -> Any:
-        return value
+        codec = self._codec(self._specs[namespace])
+        return value if codec is None else codec.expand(value)
+
+    def _encode(self, spec: NamespaceSpec, key: str, value: Any) -> tuple[bytes, Any]:
+        """Validate ``value`` (JSON, schema) and return ``(stored bytes,
+        tokens_saved attribute)``: the compact form when the namespace has a
+        codec. Token counting is deferred to span finishing (it costs a few
+        microseconds per kilobyte)."""
+        data = values.encode(value, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        if spec.schema is not None:
+            self._schemas.validate(spec, key, value)
+        codec = self._codec(spec)
+        if codec is None:
+            return data, 0
+        compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        return compact, TokensSaved(data, compact)
 
     def _get(self, op: str, namespace: str, key: str) -> Stored | None:
         self._check_open()
@@ -291,8 +334,7 @@ class MemoryManager:
         try:
             spec = self._spec(namespace)
             check_key(key, namespace)
-            data = values.encode(value, limit=spec.max_value_bytes, namespace=namespace, key=key)
-            self._check_schema(spec, key, value)
+            data, saved = self._encode(spec, key, value)
             with self._locks.hold(namespace):
                 stored = self._put(spec, key, data, imported)
                 self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
@@ -308,6 +350,7 @@ class MemoryManager:
                 "hrm.memory.bytes": len(data),
                 "hrm.memory.version": stored.version,
                 "hrm.memory.persisted": stored.tier != "hot",
+                "hrm.memory.tokens_saved": saved,
             }
             if imported:
                 attrs["hrm.memory.imported"] = True
@@ -344,10 +387,6 @@ class MemoryManager:
             stored = self._cold.fetch(spec.name, key, stored.value)
         return stored
 
-    def _check_schema(self, spec: NamespaceSpec, key: str, value: Any) -> None:
-        if spec.schema is not None:
-            self._schemas.validate(spec, key, value)
-
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
 
@@ -364,9 +403,8 @@ class MemoryManager:
             check_key(key, namespace)
             with self._locks.hold(namespace):
                 current = self._lookup(spec, key)
-                new = fn(default if current is None else values.loads(current.value))
-                data = values.encode(new, limit=spec.max_value_bytes, namespace=namespace, key=key)
-                self._check_schema(spec, key, new)
+                new = fn(default if current is None else self._expand(namespace, values.loads(current.value)))
+                data, saved = self._encode(spec, key, new)
                 stored = self._put(spec, key, data)
                 self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
             if spec.max_keys is not None:
@@ -383,6 +421,7 @@ class MemoryManager:
                     "hrm.memory.bytes": len(data),
                     "hrm.memory.version": stored.version,
                     "hrm.memory.persisted": stored.tier != "hot",
+                    "hrm.memory.tokens_saved": saved,
                 },
             )
         if self._events._queue:
@@ -513,10 +552,11 @@ class MemoryManager:
                 if not (match_all or fnmatch.fnmatchcase(st.key, key_glob)):
                     continue
                 value = values.loads(st.value)
-                if expand:
-                    value = self._expand(ns, value)
-                if where and not _matches(value, where):
+                readable = self._expand(ns, value) if (expand or where) else value
+                if where and not _matches(readable, where):
                     continue
+                if expand:
+                    value = readable
                 rows.append(Record.from_stored(ns, st, value, st.tier != "hot"))
             rows.sort(key=lambda r: r.key)
             out.extend(rows)
@@ -723,7 +763,13 @@ class MemoryManager:
         self._check_open()
         span = self._tracing.start("check", None, None)
         try:
-            findings = self._warm.check(fix) + self._cold.check(fix) + self._check_markers() + self._check_root(fix)
+            findings = (
+                self._check_symlinks(fix)
+                + self._warm.check(fix)
+                + self._cold.check(fix)
+                + self._check_markers(fix)
+                + self._check_root(fix)
+            )
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -732,25 +778,46 @@ class MemoryManager:
             span.end({"hrm.memory.findings": len(findings), "hrm.memory.fix": fix})
         return findings
 
-    def _check_markers(self) -> list[Finding]:
+    def _check_symlinks(self, fix: bool) -> list[Finding]:
+        findings = []
+        for link in _fs.symlinks_under(self.root):
+            findings.append(
+                Finding("symlink", str(link), f"symbolic link to {os.readlink(link)!r} (never followed)", fixed=fix)
+            )
+            if fix:
+                link.unlink()
+        return findings
+
+    def _check_markers(self, fix: bool) -> list[Finding]:
+        """Archive markers whose cold copy cannot be read. With ``fix`` the
+        marker is replaced by a deletion: the damaged frame's bytes are in
+        quarantine already, and the key no longer claims a value it cannot give."""
         findings = []
         for ns in self._warm.namespaces():
+            if (self._warm.root / ns).is_symlink() or not (self._warm.root / ns).is_dir():
+                continue
             for st in self._warm.scan(ns, archived=True):
                 if st.tier != "cold":
                     continue
                 try:
                     self._cold.fetch(ns, st.key, st.value)
                 except MemoryStoreError as exc:
-                    findings.append(Finding("dangling-archive-marker", str(self.root / "cold" / ns), str(exc), ns))
+                    findings.append(
+                        Finding("dangling-archive-marker", str(self.root / "cold" / ns), str(exc), ns, fixed=fix)
+                    )
+                    if fix:
+                        with self._locks.hold(ns):
+                            self._warm.delete(ns, st.key, _now_us())
+                            self._cache.discard((ns, st.key))
         return findings
 
     def _check_root(self, fix: bool) -> list[Finding]:
         findings = []
-        for sub in ("", "warm", "cold", "locks", "meta", "run", "quarantine"):
+        for sub in ("", "warm", "cold", "locks", "meta", "run", "quarantine", "events"):
             path = self.root / sub
-            if path.is_dir():
+            if path.is_dir() and not path.is_symlink():
                 mode = path.stat().st_mode & 0o777
-                if mode & 0o077 and sub:
+                if mode & 0o077:
                     findings.append(Finding("bad-permissions", str(path), f"mode {mode:o}, expected 700", fixed=fix))
                     if fix:
                         os.chmod(path, _fs.DIR_MODE)
@@ -833,11 +900,11 @@ class Scope:
 
     def read(self, namespace: str, key: str, default: Any = None, *, expand: bool = False) -> Any:
         self._check_read(namespace)
-        return self.manager.read(namespace, key, default)
+        return self.manager.read(namespace, key, default, expand=expand)
 
-    def get_record(self, namespace: str, key: str) -> Record | None:
+    def get_record(self, namespace: str, key: str, *, expand: bool = False) -> Record | None:
         self._check_read(namespace)
-        return self.manager.get_record(namespace, key)
+        return self.manager.get_record(namespace, key, expand=expand)
 
     def write(self, namespace: str, key: str, value: Any) -> str:
         self._check_write(namespace)

@@ -149,6 +149,8 @@ class Registry:
 
     def declare(self, spec: NamespaceSpec) -> NamespaceSpec:
         """Add ``spec``; re-declaring an identical spec is a no-op, a different one an error."""
+        if not isinstance(spec, NamespaceSpec):
+            raise InvalidNamespace(f"expected a NamespaceSpec, not {type(spec).__name__}", namespace=spec)
         with self._lock:
             old = self._specs.get(spec.name)
             if old is not None and old != spec:

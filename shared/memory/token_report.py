@@ -20,7 +20,6 @@ import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,41 +35,11 @@ if TYPE_CHECKING:
 #: The saving the proposal set as the goal (it first said 65%).
 TARGET_SAVED_PCT = 75.0
 
-#: Legacy file kinds, first match wins: (kind, path globs under the legacy data
-#: directory, codec of the namespace the data belongs to, or None for uncoded).
-#: Follows the inventory of shared/legacy/DATA_NOTES.md.
-KINDS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    ("compressed_state", ("the_assist/memory/store/compressed/state.json",), "altitude"),
-    ("conversations", ("the_assist/memory/store/conversations/*.json",), "altitude"),
-    ("context", ("the_assist/memory/store/context/*.json",), "altitude"),
-    ("north_stars", ("the_assist/memory/store/north_stars/*.json",), "shared"),
-    ("people", ("the_assist/memory/store/entities/people.json",), "shared"),
-    ("behaviors", ("the_assist/memory/store/entities/behaviors.json",), "learning"),
-    ("observations", ("the_assist/memory/store/patterns/*.json",), "learning"),
-    ("retrospectives", ("the_assist/memory/store/retrospectives/*.json",), "learning"),
-    ("reflections", ("the_assist/memory/store/ai_reflection/*.json",), "learning"),
-    ("curator", ("the_assist/memory/store/curator/*.json",), "learning"),
-    ("proactive", ("the_assist/memory/store/proactive/*.json",), "reasoning"),
-    ("blocked_topics", ("the_assist/memory/store/hrm/*.json",), "reasoning"),
-    ("checkpoints", ("the_assist/memory/state/checkpoints/*.json",), "altitude"),
-    ("integrity", ("the_assist/memory/state/*.json",), "altitude"),
-    ("session_history", ("the_assist/hrm/memory/session_history.json",), "altitude"),
-    ("intent", ("the_assist/hrm/memory/intent.json",), "altitude"),
-    ("plans_evaluations", ("the_assist/hrm/memory/plans.json", "the_assist/hrm/memory/evaluations.json"), "reasoning"),
-    ("feedback", ("the_assist/feedback/*.json",), "learning"),
-    ("consent", ("locked_system/memory/consent.json",), None),
-    ("conversation", ("locked_system/memory/conversation.json",), "focus"),
-    ("interactions", ("locked_system/memory/fast/*.json",), "focus"),
-    ("gate_history", ("locked_system/memory/history/*.json",), "focus"),
-    ("commitment", ("locked_system/memory/slow/*.json",), "focus"),
-    ("notes", ("locked_system/memory/notes/*.md",), None),
-    ("chat_history", ("locked_system/memory/.chat_history",), None),
-)
+#: Namespaces whose legacy data is already in its codec's compact form
+#: (CompressedMemory wrote people as ``{"r": "wk", "t": [...]}``): stored as
+#: they are, after checking that they are a valid compact form (``Codec.is_compact``).
+ALREADY_COMPACT = frozenset({"altitude.compressed"})
 OTHER = "other"
-#: Kinds whose legacy data is already in its codec's compact form (CompressedMemory
-#: wrote people as ``{"r": "wk", "t": [...]}``): stored as they are, after
-#: checking that they are a valid compact form (``Codec.is_compact``).
-ALREADY_COMPACT = frozenset({"compressed_state"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +48,7 @@ class Row:
 
     kind: str
     files: int
+    namespace: str | None
     codec: str | None
     legacy_tokens: int
     compact_tokens: int
@@ -116,10 +86,13 @@ def _json(value: Any) -> bytes:
 
 def _sum_rows(kind: str, rows: Iterable[Row], note: str = "") -> Row:
     rows = list(rows)
+    namespaces = {r.namespace for r in rows}
+    codecs = {r.codec for r in rows}
     return Row(
         kind,
         sum(r.files for r in rows),
-        None,
+        namespaces.pop() if len(namespaces) == 1 else None,
+        codecs.pop() if len(codecs) == 1 else None,
         sum(r.legacy_tokens for r in rows),
         sum(r.compact_tokens for r in rows),
         sum(r.legacy_bytes for r in rows),
@@ -128,12 +101,9 @@ def _sum_rows(kind: str, rows: Iterable[Row], note: str = "") -> Row:
     )
 
 
-def classify(relpath: str) -> tuple[str, str | None]:
-    """``(kind, codec name)`` of a legacy file from its path under the data dir."""
-    for kind, globs, codec in KINDS:
-        if any(fnmatchcase(relpath, g) for g in globs):
-            return kind, codec
-    return OTHER, None
+def text_value(text: str) -> dict[str, Any]:
+    """The record a legacy text file becomes (migration/layout.py: ``{"raw": ...}``)."""
+    return {"raw": text}
 
 
 def compact_form(text: str, is_json: bool, codec: Codec | None, already_compact: bool = False) -> bytes:
@@ -141,7 +111,7 @@ def compact_form(text: str, is_json: bool, codec: Codec | None, already_compact:
     exactly what the file holds (for ``already_compact`` data: that the data is
     a valid compact form, i.e. its readable form compacts back to it byte for
     byte). Raises :class:`InvalidValue` if not."""
-    parsed: Any = orjson.loads(text) if is_json else text
+    parsed: Any = orjson.loads(text) if is_json else text_value(text)
     if codec is None:
         value = parsed
     elif already_compact:
@@ -162,39 +132,45 @@ def compact_form(text: str, is_json: bool, codec: Codec | None, already_compact:
 
 def legacy_report(legacy_dir: str | Path, codecs: Mapping[str, Codec] | None = None) -> Report:
     """Count every file under ``legacy_dir`` (e.g. shared/legacy/data) in its
-    legacy and compact forms, per kind (see :data:`KINDS`), with the
-    compressed state's ``build_context()`` text as an extra view.
+    legacy and compact forms, per file kind. Kinds and namespaces come from the
+    migration's layout (``migration.layout.place_of``), each namespace's codec
+    from ``namespaces.codecs.NAMESPACE_CODECS``; a file the layout does not
+    know is counted under ``other``, uncoded. The compressed state's
+    ``build_context()`` text is an extra view, outside the totals.
 
     Raises ``FileNotFoundError`` if the directory is missing, :class:`InvalidValue`
     if a compact form is not lossless (naming the file)."""
+    from migration.layout import place_of
+    from namespaces.codecs import CODECS, NAMESPACE_CODECS
+
     root = Path(legacy_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"legacy data directory not found: {root}")
-    if codecs is None:
-        from namespaces.codecs import CODECS
-
-        codecs = CODECS
+    codecs = CODECS if codecs is None else codecs
     count = get_counter().count
     acc: dict[str, list[Row]] = {}
     views: list[Row] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        kind, codec_name = classify(rel)
+        place = place_of(rel)
+        kind, namespace = (place.kind, place.namespace) if place is not None else (OTHER, None)
+        codec_name = NAMESPACE_CODECS.get(namespace) if namespace is not None else None
         codec = codecs[codec_name] if codec_name is not None else None
         raw = path.read_bytes()
         text = raw.decode("utf-8")  # not read_text: keep line ends as they are
         try:
-            stored = compact_form(text, path.suffix == ".json", codec, kind in ALREADY_COMPACT)
+            stored = compact_form(text, path.suffix == ".json", codec, namespace in ALREADY_COMPACT)
         except InvalidValue as exc:
             raise InvalidValue(f"{rel}: {exc}", path=rel) from None
-        row = Row(kind, 1, codec_name, count(text), count(stored.decode()), len(raw), len(stored))
+        row = Row(kind, 1, namespace, codec_name, count(text), count(stored.decode()), len(raw), len(stored))
         acc.setdefault(kind, []).append(row)
-        if kind == "compressed_state":
+        if rel == "the_assist/memory/store/compressed/state.json":
             injected = build_context(orjson.loads(text))
             views.append(
                 Row(
-                    "compressed_state (legacy build_context text)",
+                    f"{kind} (legacy build_context text)",
                     1,
+                    namespace,
                     codec_name,
                     count(injected),
                     row.compact_tokens,
@@ -203,12 +179,7 @@ def legacy_report(legacy_dir: str | Path, codecs: Mapping[str, Codec] | None = N
                     "legacy = the lossy text the_assist injected; compact = the whole state, lossless",
                 )
             )
-    order = [k for k, _, _ in KINDS] + [OTHER]
-    rows = []
-    for kind in order:
-        if kind in acc:
-            summed = _sum_rows(kind, acc[kind])
-            rows.append(Row(**{**asdict(summed), "codec": acc[kind][0].codec}))
+    rows = sorted((_sum_rows(kind, group) for kind, group in acc.items()), key=lambda r: (r.namespace or "~", r.kind))
     return Report(
         title=f"legacy data: {root}",
         legacy_label="legacy file text",
@@ -224,20 +195,13 @@ def store_report(
     mm: MemoryManager,
     codecs: Mapping[str, Codec] | None = None,
     *,
-    returned: str = "readable",
     include_cold: bool = False,
 ) -> Report:
     """Per namespace of a live store: tokens of the readable (expanded) values
-    against their stored compact form, each serialized as compact JSON.
-
-    ``returned`` says what ``mm.query`` hands back: ``"readable"`` (the manager
-    compacts on write and expands on read; the stored form is recomputed with
-    the codec) or ``"compact"`` (records carry the stored form; it is expanded
-    here). A namespace's codec is its ``spec.codec``, else the seed mapping
-    ``namespaces.codecs.NAMESPACE_CODECS``. Raises :class:`InvalidValue` if a
-    value does not round-trip."""
-    if returned not in ("readable", "compact"):
-        raise ValueError(f"returned must be 'readable' or 'compact', not {returned!r}")
+    against their stored compact form (what ``mm.query`` returns), each
+    serialized as compact JSON. A namespace's codec is its ``spec.codec``,
+    else the seed mapping ``namespaces.codecs.NAMESPACE_CODECS``. Raises
+    :class:`InvalidValue` if a value does not round-trip."""
     from namespaces.codecs import CODECS, NAMESPACE_CODECS
 
     codecs = CODECS if codecs is None else codecs
@@ -247,19 +211,15 @@ def store_report(
     for rec in mm.query("*", "*", include_cold=include_cold):
         codec_name = declared.get(rec.namespace)
         codec = codecs[codec_name] if codec_name is not None else None
-        if codec is None:
-            readable, stored = rec.value, rec.value
-        elif returned == "readable":
-            readable, stored = rec.value, codec.compact(rec.value)
-        else:
-            readable, stored = codec.expand(rec.value), rec.value
+        stored = rec.value
+        readable = stored if codec is None else codec.expand(stored)
         r_bytes, s_bytes = _json(readable), _json(stored)
         if codec is not None and _json(codec.expand(stored)) != r_bytes:
             raise InvalidValue(f"{rec.namespace} {rec.key!r}: value does not round-trip", path="$")
-        row = Row(rec.namespace, 1, codec_name, count(r_bytes.decode()), count(s_bytes.decode()),
-                  len(r_bytes), len(s_bytes))
+        row = Row(rec.namespace, 1, rec.namespace, codec_name, count(r_bytes.decode()),
+                  count(s_bytes.decode()), len(r_bytes), len(s_bytes))
         acc.setdefault(rec.namespace, []).append(row)
-    rows = [Row(**{**asdict(_sum_rows(ns, rs)), "codec": rs[0].codec}) for ns, rs in sorted(acc.items())]
+    rows = [_sum_rows(ns, rs) for ns, rs in sorted(acc.items())]
     return Report(
         title=f"store: {mm.root}",
         legacy_label="readable JSON",
@@ -303,16 +263,19 @@ def tokenizer_line(info: Mapping[str, Any]) -> str:
             f"tokens: {info['encoding']}, EXACT ({info['engine']}; vocabulary "
             f"{info.get('vocab_package') or info['vocab_path']}, sha256 {info['vocab_sha256']})"
         )
-    return f"tokens: {info.get('encoding')}, ESTIMATE ({info.get('method')}); exact unavailable: {info.get('fallback_reason')}"
+    return (
+        f"tokens: {info.get('encoding')}, ESTIMATE ({info.get('method')}); "
+        f"exact unavailable: {info.get('fallback_reason')}"
+    )
 
 
 def format_report(report: Report) -> str:
     """A readable table: one row per kind, the total, then the extra views."""
-    head = ["kind", "files", "codec", "legacy tok", "compact tok", "saved", "legacy B", "compact B"]
+    head = ["kind", "namespace", "codec", "files", "legacy tok", "compact tok", "saved", "legacy B", "compact B"]
 
     def cells(r: Row) -> list[str]:
-        return [r.kind, str(r.files), r.codec or "-", f"{r.legacy_tokens:,}", f"{r.compact_tokens:,}",
-                f"{r.saved_pct:.1f}%", f"{r.legacy_bytes:,}", f"{r.compact_bytes:,}"]
+        return [r.kind, r.namespace or "-", r.codec or "-", str(r.files), f"{r.legacy_tokens:,}",
+                f"{r.compact_tokens:,}", f"{r.saved_pct:.1f}%", f"{r.legacy_bytes:,}", f"{r.compact_bytes:,}"]
 
     body = [cells(r) for r in report.rows]
     total = cells(report.total)
@@ -407,17 +370,16 @@ def run_cli(args: argparse.Namespace, mm: MemoryManager | None = None) -> int:
 
 __all__ = [
     "ALREADY_COMPACT",
-    "KINDS",
     "TARGET_SAVED_PCT",
     "Report",
     "Row",
     "add_cli",
     "build_context",
-    "classify",
     "compact_form",
     "format_report",
     "legacy_report",
     "report_json",
     "run_cli",
     "store_report",
+    "text_value",
 ]

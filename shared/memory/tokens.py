@@ -109,9 +109,9 @@ def pinned_encoding(name: str = ENCODING) -> PinnedEncoding:
         raise Unsupported(f"{source} defines no {name}()", feature="tokens", path=source)
     expected_hash: str | None = None
     result: dict[str, Any] = {}
-    for stmt in ast.walk(fn):
-        if isinstance(stmt, ast.Call) and _called(stmt) == "load_tiktoken_bpe":
-            for kw in stmt.keywords:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and _called(node) == "load_tiktoken_bpe":
+            for kw in node.keywords:
                 if kw.arg == "expected_hash" and isinstance(kw.value, ast.Constant):
                     expected_hash = str(kw.value.value)
     for stmt in fn.body:
@@ -119,7 +119,10 @@ def pinned_encoding(name: str = ENCODING) -> PinnedEncoding:
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Dict):
             for k, v in zip(stmt.value.keys, stmt.value.values):
                 if isinstance(k, ast.Constant) and k.value in ("pat_str", "special_tokens"):
-                    result[k.value] = _literal(v, env)
+                    try:
+                        result[k.value] = _literal(v, env)
+                    except ValueError:
+                        pass  # reported below as unreadable
     pat_str, special = result.get("pat_str"), result.get("special_tokens")
     if not (isinstance(pat_str, str) and isinstance(special, dict) and expected_hash):
         raise Unsupported(f"could not read {name}'s pattern, special tokens and hash from {source}",

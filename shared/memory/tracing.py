@@ -66,6 +66,30 @@ _time_ns = time.time_ns
 _OK = Status(StatusCode.UNSET)
 
 
+class TokensSaved:
+    """A span attribute computed when the span is finished, not when the
+    operation runs: tokens of the readable form minus tokens of the stored
+    compact form, counted with the real tokenizer (:mod:`shared.memory.tokens`)."""
+
+    __slots__ = ("readable", "stored")
+
+    def __init__(self, readable: bytes, stored: bytes) -> None:
+        self.readable = readable
+        self.stored = stored
+
+    def value(self) -> int:
+        from . import tokens
+
+        return tokens.count(self.readable.decode()) - tokens.count(self.stored.decode())
+
+
+def _resolve(attrs: dict[str, Any]) -> dict[str, Any]:
+    saved = attrs.get("hrm.memory.tokens_saved")
+    if type(saved) is TokensSaved:
+        attrs["hrm.memory.tokens_saved"] = saved.value()
+    return attrs
+
+
 class OpSpan:
     """The span of one operation, whatever the path. ``end`` exactly once."""
 
@@ -85,7 +109,7 @@ class _ApiSpan(OpSpan):
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         if attrs:
-            self.span.set_attributes(attrs)
+            self.span.set_attributes(_resolve(attrs))
         if exc is not None:
             self.span.set_attribute("error.type", type(exc).__qualname__)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
@@ -193,6 +217,7 @@ class _Recorder:
         sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
         for i in range(0, len(batch), self.CHUNK):
             for name, tid, sid, parent, start, end, attrs, status in batch[i : i + self.CHUNK]:
+                _resolve(attrs)
                 trace_state = parent.trace_state if parent else None
                 if default_sampler:
                     if parent is not None and not parent.trace_flags.sampled:

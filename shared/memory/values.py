@@ -18,7 +18,7 @@ import orjson
 from .errors import InvalidValue, ValueTooLarge
 
 _DUMP_OPTS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
-_MAX_DEPTH = 250  # orjson refuses deeper nesting (its limit is 255)
+_MAX_DEPTH = 254  # orjson refuses deeper nesting (at 255 levels)
 
 loads = orjson.loads
 

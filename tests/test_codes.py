@@ -1,0 +1,202 @@
+"""Codecs: lossless for every JSON value, legacy compact data stays valid,
+bad declarations are refused (DESIGN.md, "Codes")."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from namespaces import seed
+from namespaces.codecs import CODECS, COACHING_CODES, NAMESPACE_CODECS, PATTERN_CODES, RELATIONSHIP_CODES, UNCODED
+from shared.memory.codes import ESCAPE, Codec, CodecRegistry, default_registry
+from shared.memory.errors import InvalidNamespace, MemoryStoreError
+
+LEGACY_DATA = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+STATE = LEGACY_DATA / "the_assist" / "memory" / "store" / "compressed" / "state.json"
+
+
+def exact(value: Any) -> bytes:
+    """JSON bytes: tells 1, 1.0 and True apart and keeps key order."""
+    return orjson.dumps(value)
+
+
+def tricky_strings(codec: Codec) -> list[str]:
+    """Every name, alias and code of ``codec``, bare and behind escapes."""
+    words = {*codec.aliases, *codec.aliases.values(), *codec.values, *codec.values.values()}
+    words |= {"", ESCAPE, ESCAPE * 2, "ordinary", "r", "wk", "relationship", "work_colleague"}
+    return sorted(words | {ESCAPE + w for w in words} | {ESCAPE * 2 + w for w in words})
+
+
+def json_values(codec: Codec) -> st.SearchStrategy[Any]:
+    strings = st.sampled_from(tricky_strings(codec)) | st.text(max_size=8)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | strings
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=5) | st.dictionaries(strings, inner, max_size=6),
+        max_leaves=40,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+class TestRoundTrip:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def test_expand_compact_is_identity(self, name: str, data: st.DataObject) -> None:
+        codec = CODECS[name]
+        value = data.draw(json_values(codec))
+        before = exact(value)
+        packed = codec.compact(value)
+        assert exact(codec.expand(packed)) == before
+        assert exact(value) == before  # the input is not mutated
+        assert codec.is_compact(packed)
+        # what is stored is plain JSON: it survives the encoder unchanged
+        assert exact(codec.expand(orjson.loads(exact(packed)))) == before
+
+    def test_collisions(self, name: str) -> None:
+        codec = CODECS[name]
+        words = tricky_strings(codec)
+        value = {w: [w, {w: w}] for w in words}
+        assert exact(codec.expand(codec.compact(value))) == exact(value)
+
+    def test_ordinary_data_needs_no_escape(self, name: str) -> None:
+        codec = CODECS[name]
+        value = {"note": "free text", "n": [1, 2.5, True, None], "nested": {"topic": "q1 planning"}}
+        assert codec.compact(value) == value
+
+
+def test_aliases_and_codes_apply_at_any_depth() -> None:
+    altitude = CODECS["altitude"]
+    readable = {"people": {"gaurav": {"relationship": "work_colleague", "tags": ["q1"], "n": 2}}}
+    assert altitude.compact(readable) == {"people": {"gaurav": {"r": "wk", "t": ["q1"], "n": 2}}}
+    both = {"r": 1, "relationship": "wk", "~x": "~"}
+    assert altitude.compact(both) == {"~r": 1, "r": "~wk", "~~x": "~~"}
+    assert altitude.expand(altitude.compact(both)) == both
+
+
+def test_expand_is_total() -> None:
+    # a stray escape in hand-written compact data is dropped, never an error
+    assert CODECS["altitude"].expand({"~plain": "~text"}) == {"plain": "text"}
+    assert not CODECS["altitude"].is_compact({"~plain": "x"})
+    assert not CODECS["altitude"].is_compact({"relationship": "x"})
+
+
+# -- legacy data ---------------------------------------------------------------------
+
+
+def test_legacy_tables_are_copied_exactly() -> None:
+    assert len(PATTERN_CODES) == 15 and len(COACHING_CODES) == 13
+    assert RELATIONSHIP_CODES == {"work_colleague": "wk", "family": "fam", "friend": "fr", "service": "svc"}
+    altitude = CODECS["altitude"]
+    assert altitude.describe("patterns", "timeboxing") == "Uses timeboxing to prevent analysis paralysis"
+    assert altitude.describe("coaching", "ask_impact") == "Ask how tasks connect to strategies and north stars"
+    assert altitude.describe("relationships", "wk") == "work_colleague"
+    assert altitude.describe("patterns", "nope") is None
+    assert altitude.describe("nope", "timeboxing") is None
+    focus = CODECS["focus"]
+    assert focus.describe("stances", "sm") == focus.describe("stances", "sensemaking") is not None
+    assert focus.describe("gates", "ev") == focus.describe("gates", "evaluation") is not None
+
+
+@pytest.mark.skipif(not STATE.is_file(), reason=f"legacy data not found at {STATE}")
+def test_legacy_compressed_state_is_already_compact() -> None:
+    state = orjson.loads(STATE.read_bytes())
+    altitude = CODECS["altitude"]
+    for part in ("people", "patterns", "coaching"):
+        assert altitude.is_compact(state[part]), part
+        assert exact(altitude.compact(altitude.expand(state[part]))) == exact(state[part])
+    # patterns and coaching are keyed by codes: nothing to translate either way
+    for part in ("patterns", "coaching"):
+        assert exact(altitude.expand(state[part])) == exact(state[part])
+        assert exact(altitude.compact(state[part])) == exact(state[part])
+        assert all(altitude.describe(part, code) for code in state[part])
+    people = altitude.expand(state["people"])
+    assert people["gaurav"] == {"relationship": "work_colleague", "tags": ["q1_planning"], "n": 2}
+    # off-table codes the legacy writer truncated to 3 characters pass through
+    assert {p["relationship"] for p in people.values()} >= {"ai_", "ass", "ent", "family"}
+    assert altitude.is_compact(state)
+    assert exact(altitude.expand(altitude.compact(state))) == exact(state)
+
+
+# -- declarations --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"aliases": {"relationship": "r", "role": "r"}}, "codes must be unique"),
+        ({"aliases": {"relationship": "r", "r": "x"}}, "is itself a name"),
+        ({"aliases": {"tags": "tags"}}, "not shorter"),
+        ({"aliases": {"ab": "abc"}}, "not shorter"),
+        ({"aliases": {"relationship": ""}}, "is empty"),
+        ({"aliases": {"relationship": "~r"}}, "escape character"),
+        ({"values": {"~family": "f"}}, "escape character"),
+        ({"values": {"family": "fam", "famous": "fam"}}, "codes must be unique"),
+        ({"values": {"family": 3}}, "must map str to str"),
+        ({"values": ["family"]}, "must map str to str"),
+        ({"tables": {"t": {"a": 1}}}, "must map str to str"),
+        ({"tables": {"": {"a": "b"}}}, "table name"),
+        ({"tables": {"t": {"": "b"}}}, "empty code"),
+    ],
+)
+def test_invalid_codec_is_refused(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidNamespace, match=words) as info:
+        Codec("bad", **kwargs)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, MemoryStoreError)
+    assert getattr(info.value, "codec") == "bad"
+
+
+@pytest.mark.parametrize("name", ["", "Bad", "has space", "x" * 40, 3])
+def test_codec_name_must_be_an_identifier(name: Any) -> None:
+    with pytest.raises(InvalidNamespace):
+        Codec(name)
+
+
+def test_codec_pickles() -> None:
+    for codec in CODECS.values():
+        back = pickle.loads(pickle.dumps(codec))
+        assert back == codec
+        assert back.compact({"relationship": "work_colleague"}) == codec.compact({"relationship": "work_colleague"})
+
+
+def test_codec_is_immutable() -> None:
+    codec = Codec("c", aliases={"relationship": "r"})
+    source = {"relationship": "r"}
+    copied = Codec("c", aliases=source)
+    source["tags"] = "t"  # changing the input after construction changes nothing
+    assert copied == codec and "tags" not in copied.aliases
+    with pytest.raises(TypeError):
+        codec.aliases["tags"] = "t"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        codec.name = "d"  # type: ignore[misc]
+
+
+def test_registry() -> None:
+    registry = default_registry()
+    assert registry.names() == sorted(CODECS)
+    assert registry.get("altitude") is CODECS["altitude"]
+    assert registry.for_spec(None) is None
+    with pytest.raises(InvalidNamespace, match="unknown codec"):
+        registry.get("nope")
+    registry.register(pickle.loads(pickle.dumps(CODECS["focus"])))  # an equal codec: no-op
+    with pytest.raises(InvalidNamespace, match="registered differently"):
+        registry.register(Codec("focus"))
+    assert "focus" in CodecRegistry([Codec("focus")])
+
+
+def test_every_seed_namespace_has_a_known_codec() -> None:
+    names = {spec.name for spec in seed()}
+    assert set(NAMESPACE_CODECS) <= names
+    assert names - set(NAMESPACE_CODECS) == UNCODED == {"focus.consent"}  # kept readable on purpose
+    assert set(NAMESPACE_CODECS.values()) <= set(CODECS)
