@@ -33,6 +33,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import threading
@@ -106,13 +107,15 @@ def _salvage_key(line: bytes) -> str | None:
 
 class _Bucket:
     __slots__ = (
-        "path", "rel", "fd", "ino", "size", "tail", "index", "garbage", "corrupt", "unknown_after", "lock", "loaded"
+        "path", "rel", "fd", "writable", "ino", "size", "tail", "index", "garbage", "corrupt", "unknown_after",
+        "lock", "loaded",
     )
 
     def __init__(self, path: Path, rel: str) -> None:
         self.path = path
         self.rel = rel
         self.fd: int | None = None
+        self.writable = False
         self.ino: int | None = None
         self.size = 0  # bytes consumed: up to the end of the last complete line
         self.tail = 0  # bytes of an incomplete last line after ``size``
@@ -194,11 +197,16 @@ class WarmTier:
         return [self._bucket(namespace, i) for i in sorted(found) if i < N_BUCKETS]
 
     def _refresh(self, b: _Bucket) -> bool:
-        """Bring ``b``'s index up to date with the file; False if there is no file."""
+        """Bring ``b``'s index up to date with the file; False if there is no file.
+
+        The index always describes the file behind ``b.fd``: a new inode at
+        the path (a compaction in another process) is opened once and then
+        scanned and read through that one descriptor, never by path again,
+        so an index can never be paired with another file's bytes."""
         try:
             st = os.lstat(b.path)
         except NotADirectoryError:
-            raise storage_error(OSError(20, "not a directory"), "read", b.path.parent) from None
+            raise storage_error(OSError(errno.ENOTDIR, "not a directory"), "read", b.path.parent) from None
         except FileNotFoundError:
             if b.ino is not None:
                 # Removed underneath us: what we indexed is gone from disk.
@@ -206,34 +214,43 @@ class WarmTier:
                 b.reset()
             return False
         if st.st_ino != b.ino or st.st_size < b.size:
-            self._close_fd(b)
-            b.reset()
-            b.ino = st.st_ino
-            self._scan_into(b, 0, st.st_size)
-            b.loaded = True
-        elif st.st_size != b.size + b.tail or not b.loaded:
+            return self._reload(b)
+        if st.st_size != b.size + b.tail or not b.loaded:
             self._scan_into(b, b.size, st.st_size)
             b.loaded = True
         return True
 
-    def _scan_into(self, b: _Bucket, start: int, end: int) -> None:
-        fd = self._open_nofollow(b.path, os.O_RDONLY)
+    def _reload(self, b: _Bucket) -> bool:
+        self._close_fd(b)
+        b.reset()
         try:
-            pos = start
-            carry = b""
-            while pos < end:
+            fd = self._open_existing(b)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        b.ino = st.st_ino
+        self._scan_into(b, 0, st.st_size)
+        b.loaded = True
+        return True
+
+    def _scan_into(self, b: _Bucket, start: int, end: int) -> None:
+        fd = b.fd if b.fd is not None else self._open_existing(b)
+        pos = start
+        carry = b""
+        while pos < end:
+            try:
                 chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
-                if not chunk:
-                    break
-                data = carry + chunk
-                base = pos - len(carry)
-                consumed = self._scan_chunk(b, data, base)
-                carry = data[consumed:]
-                pos += len(chunk)
-            b.size = pos - len(carry)
-            b.tail = len(carry)
-        finally:
-            os.close(fd)
+            except OSError as exc:
+                raise storage_error(exc, "read", b.path) from None
+            if not chunk:
+                break
+            data = carry + chunk
+            base = pos - len(carry)
+            consumed = self._scan_chunk(b, data, base)
+            carry = data[consumed:]
+            pos += len(chunk)
+        b.size = pos - len(carry)
+        b.tail = len(carry)
 
     def _scan_chunk(self, b: _Bucket, data: bytes, base: int) -> int:
         index = b.index
@@ -268,58 +285,81 @@ class WarmTier:
             consumed = pos
 
     def _open_fd(self, b: _Bucket) -> int:
-        if b.fd is None:
-            existed = b.path.parent.exists()
-            if not existed:
-                try:
-                    make_dirs(b.path.parent, durable=self.fsync)
-                except OSError as exc:
-                    raise storage_error(exc, "create directory", b.path.parent) from None
-            new = not b.path.exists()
+        """The bucket's descriptor, writable, creating the file if needed."""
+        if b.fd is not None and b.writable:
+            return b.fd
+        if b.fd is not None:
+            # Opened read-only by a read; a write needs its own descriptor on
+            # the same file (reported as the OS reports it if refused).
             try:
-                b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+                fd = os.open(b.path, os.O_RDWR | os.O_APPEND | NOFOLLOW)
             except OSError as exc:
-                raise storage_error(exc, "open", b.path) from None
+                raise storage_error(exc, "open for writing", b.path) from None
+            os.close(b.fd)
+            b.fd, b.writable = fd, True
+            return fd
+        try:
+            if not b.path.parent.exists():
+                make_dirs(b.path.parent, durable=self.fsync)
+            new = not b.path.exists()
+            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+            b.writable = True
             if new and self.fsync:
                 fsync_dir(b.path.parent)
-            if b.ino is None:
-                b.ino = os.fstat(b.fd).st_ino
-                b.loaded = True
+        except OSError as exc:
+            raise storage_error(exc, "open", b.path) from None
+        if b.ino is None:
+            b.ino = os.fstat(b.fd).st_ino
+            b.loaded = True
+        return b.fd
+
+    def _open_existing(self, b: _Bucket) -> int:
+        """Open an existing bucket file: read-write if allowed (so a later
+        write reuses it), else read-only (read-only root, file mode 0400)."""
+        try:
+            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | NOFOLLOW)
+            b.writable = True
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise storage_error(exc, "open (a symbolic link, never followed)", b.path) from None
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise storage_error(exc, "open", b.path) from None
+            try:
+                b.fd = os.open(b.path, os.O_RDONLY | NOFOLLOW)
+            except FileNotFoundError:
+                raise
+            except OSError as exc2:
+                raise storage_error(exc2, "read", b.path) from None
+            b.writable = False
         return b.fd
 
     def _close_fd(self, b: _Bucket) -> None:
         if b.fd is not None:
             os.close(b.fd)
             b.fd = None
+            b.writable = False
 
     def _read_line(self, b: _Bucket, entry: Entry) -> bytes:
-        fd = b.fd if b.fd is not None else self._open_read(b)
-        return os.pread(fd, entry[5], entry[4])
-
-    def _open_read(self, b: _Bucket) -> int:
-        # Reader processes keep a descriptor too; O_APPEND is harmless for
-        # reads and lets the same descriptor serve a later write.
+        fd = b.fd if b.fd is not None else self._open_existing(b)
         try:
-            b.fd = self._open_nofollow(b.path, os.O_RDWR | os.O_APPEND)
-        except PermissionError:
-            b.fd = self._open_nofollow(b.path, os.O_RDONLY)
-        return b.fd
-
-    @staticmethod
-    def _open_nofollow(path: Path, flags: int) -> int:
-        try:
-            return os.open(path, flags | NOFOLLOW)
+            return os.pread(fd, entry[5], entry[4])
         except OSError as exc:
-            if exc.errno == 40:  # ELOOP: the file is a symbolic link
-                raise storage_error(exc, "open (a symbolic link, never followed)", path) from None
-            raise
+            raise storage_error(exc, "read", b.path) from None
 
     # -- writing -------------------------------------------------------------
 
     def _append(self, namespace: str, b: _Bucket, line: bytes) -> tuple[int, int]:
         """Append one record line; return its (offset, length) between newlines."""
         self._register_touch(b)
-        if b.tail:
+        if b.tail and (self.locks.cross_process or not self._other_writers(b)):
+            # Under the file lock no other writer is mid-write; without it,
+            # only a process that registered this bucket in run/ (every
+            # writer does, before its first append) can be. Either way an
+            # incomplete last line is then a dead writer's: move it aside.
+            # Otherwise it may be a write still being copied in: leave it,
+            # the leading newline of our record keeps both intact.
             self._repair_tail(b)
         fd = self._open_fd(b)
         try:
@@ -345,6 +385,25 @@ class WarmTier:
             b.tail = 0
         return start + 1, len(line) - 2
 
+    def _other_writers(self, b: _Bucket) -> bool:
+        """True if a live process other than this one registered ``b``."""
+        run = self.store_root / "run"
+        try:
+            names = os.listdir(run)
+        except OSError:
+            return False
+        mine = self._run_file.name if self._run_file else None
+        for name in names:
+            pid = name.split("-", 1)[0]
+            if name == mine or not pid.isdigit() or not _alive(int(pid)):
+                continue
+            try:
+                if b.rel in (run / name).read_text().split():
+                    return True
+            except OSError:
+                return True  # cannot tell: assume a writer
+        return False
+
     def _repair_tail(self, b: _Bucket) -> None:
         """Move an incomplete last line (a crashed writer's) aside and cut it off.
 
@@ -365,16 +424,19 @@ class WarmTier:
         if b.rel in self._touched:
             return
         run = self.store_root / "run"
-        if self._run_file is None:
-            make_dirs(run, durable=self.fsync)
-            self._run_file = run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
-        fd = os.open(self._run_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        path = self._run_file or run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
         try:
-            os.write(fd, b.rel.encode() + b"\n")
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            make_dirs(run, durable=self.fsync)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+            try:
+                os.write(fd, b.rel.encode() + b"\n")
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise storage_error(exc, "write", path) from None
+        self._run_file = path
         self._touched.add(b.rel)
 
     def put(self, namespace: str, key: str, value: bytes, now_us: int) -> Stored:
@@ -464,14 +526,21 @@ class WarmTier:
                 if hit is not None and hit.version == e[1] and hit.updated_us == e[3] and e[0] == "p":
                     return hit
             parsed = parse_line(self._read_line(b, e))
-            if parsed is None:
-                # The file changed under the index (damage after indexing).
-                raise CorruptRecord(
-                    f"record {namespace}/{key!r} failed its checksum on read",
-                    namespace=namespace,
-                    key=key,
-                    path=str(b.path),
-                )
+            if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
+                # The bytes are not the record the index promised: the file
+                # was damaged after indexing. Re-index once from scratch.
+                self._reload(b)
+                e = b.index.get(key)
+                if e is None or e[0] == "d":
+                    return None
+                parsed = parse_line(self._read_line(b, e)) if e[0] != "x" else None
+                if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
+                    raise CorruptRecord(
+                        f"record {namespace}/{key!r} failed its checksum on read",
+                        namespace=namespace,
+                        key=key,
+                        path=str(b.path),
+                    )
             tier = "warm" if e[0] == "p" else "cold"
             stored = Stored(key, e[1], e[2], e[3], parsed[1], tier)
             if cache is not None and tier == "warm":
@@ -492,13 +561,13 @@ class WarmTier:
                     continue
                 lo = entries[0][1][4]
                 hi = entries[-1][1][4] + entries[-1][1][5]
-                fd = b.fd if b.fd is not None else self._open_read(b)
+                fd = b.fd if b.fd is not None else self._open_existing(b)
                 data = os.pread(fd, hi - lo, lo)
                 out = []
                 for k, e in entries:
                     line = data[e[4] - lo : e[4] - lo + e[5]]
                     parsed = parse_line(line)
-                    if parsed is None:
+                    if parsed is None or parsed[0][1] != k:
                         raise CorruptRecord(
                             f"record {namespace}/{k!r} failed its checksum on read",
                             namespace=namespace,
@@ -550,27 +619,32 @@ class WarmTier:
                 quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
             new_index: dict[str, Entry] = {}
             pos = 0
             try:
-                chunks = []
-                for k, e in live:
-                    if e[0] == "x":
-                        continue
-                    line = os.pread(fd, e[5], e[4])
-                    chunks.append(b"\n" + line + b"\n")
-                    new_index[k] = (e[0], e[1], e[2], e[3], pos + 1, e[5])
-                    pos += e[5] + 2
-                    if len(chunks) >= 4096:
-                        os.write(out, b"".join(chunks))
-                        chunks = []
-                os.write(out, b"".join(chunks))
-                os.fsync(out)
-            finally:
-                os.close(out)
-            os.replace(tmp, b.path)
-            fsync_dir(b.path.parent)
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
+                try:
+                    chunks = []
+                    for k, e in live:
+                        if e[0] == "x":
+                            continue
+                        line = os.pread(fd, e[5], e[4])
+                        chunks.append(b"\n" + line + b"\n")
+                        new_index[k] = (e[0], e[1], e[2], e[3], pos + 1, e[5])
+                        pos += e[5] + 2
+                        if len(chunks) >= 4096:
+                            _write_all(out, b"".join(chunks))
+                            chunks = []
+                    _write_all(out, b"".join(chunks))
+                    os.fsync(out)
+                finally:
+                    os.close(out)
+                os.replace(tmp, b.path)
+                fsync_dir(b.path.parent)
+            except OSError as exc:
+                # Disk full or the like: the bucket itself is untouched.
+                tmp.unlink(missing_ok=True)
+                raise storage_error(exc, "compact", b.path) from None
             # A writer of another process that does not take the file lock
             # (locking off) may have appended to the old inode after our scan:
             # carry those lines over to the new file.
@@ -734,10 +808,16 @@ class WarmTier:
         if self._run_file is not None:
             try:
                 self._run_file.unlink()
-            except FileNotFoundError:
-                pass
+            except OSError:
+                pass  # gone already, or a read-only root: recovery copes either way
             self._run_file = None
             self._touched.clear()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _alive(pid: int) -> bool:

@@ -125,6 +125,7 @@ class EventBus:
         self._stop = threading.Event()
         self._pos: tuple[int, int] | None = None
         self._read_lock = threading.Lock()
+        self.gaps = 0  # signals that could not be logged (disk full, read-only root)
 
     # -- subscribing ---------------------------------------------------------------
 
@@ -218,10 +219,19 @@ class EventBus:
         body = orjson.dumps([time.time_ns() // 1000, self.origin, self.token, op, namespace, key, version, trace_id])
         line = b"\n%08x " % zlib.crc32(body) + body + b"\n"
         with self._guard:
-            fd = self._fd if self._fd is not None else self._open_latest()
-            os.write(fd, line)
-            if os.lseek(fd, 0, os.SEEK_CUR) >= SEGMENT_BYTES:
-                self._roll()
+            try:
+                fd = self._fd if self._fd is not None else self._open_latest()
+                os.write(fd, line)
+                if os.lseek(fd, 0, os.SEEK_CUR) >= SEGMENT_BYTES:
+                    self._roll()
+            except OSError as exc:
+                # The change is committed already; failing the write now
+                # would report a committed change as failed. Other processes
+                # miss this signal (the framing keeps a partial line from
+                # harming the next), and the gap is logged.
+                self.gaps += 1
+                log.warning("signal log: could not record %s %s/%s (%s); subscribers in other processes miss it",
+                            op, namespace, key, exc)
 
     def _open_latest(self) -> int:
         ensure_real_dirs(self.dir.parent, "events")

@@ -18,6 +18,7 @@ from pathlib import Path
 import filelock
 
 from .errors import LockTimeout
+from .fsutil import storage_error
 
 
 class NamespaceLocks:
@@ -46,7 +47,10 @@ class NamespaceLocks:
             self._pid = os.getpid()
         lock = self._files.get(namespace)
         if lock is None:
-            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise storage_error(exc, "create directory", self.lock_dir) from None
             lock = filelock.FileLock(
                 str(self.lock_dir / f"{namespace}.lock"),
                 timeout=self.timeout,
@@ -91,6 +95,8 @@ class _Held:
                     path=self.file.lock_file,
                     timeout=self.locks.timeout,
                 ) from None
+            except OSError as exc:
+                raise storage_error(exc, "lock", self.file.lock_file) from None
         except BaseException:
             self.thread.release()
             raise

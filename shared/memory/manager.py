@@ -9,6 +9,7 @@ skip a step.
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -390,8 +391,9 @@ class MemoryManager:
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
 
-        ``fn`` gets the current value (``default`` when there is none) and its
-        result is stored. The read and the write happen under the namespace's
+        ``fn`` gets the current value in its readable (expanded) form, or
+        ``default`` when there is none, and returns the new readable value,
+        which is stored (compacted) and returned. The read and the write happen under the namespace's
         lock (across processes when ``locking=True``), so concurrent updates
         never lose one another. If ``fn`` raises, nothing is stored and the
         exception propagates."""
@@ -490,8 +492,8 @@ class MemoryManager:
             raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
         if not isinstance(namespace, str) or not isinstance(key, str):
             raise InvalidArgument("namespace and key patterns must be str globs")
-        if where is not None and not isinstance(where, dict):
-            raise InvalidArgument("where must be a dict of field -> value")
+        if where is not None and (not isinstance(where, dict) or not all(type(f) is str for f in where)):
+            raise InvalidArgument("where must be a dict of field name (str, dots for nesting) -> value")
         span = self._tracing.start("query", namespace, key)
         try:
             specs = self._match_namespaces(namespace)
@@ -692,6 +694,8 @@ class MemoryManager:
         them archived, so a crash in between leaves a record in both tiers,
         never in neither; nothing is deleted."""
         self._check_open()
+        if now is not None and (type(now) not in (int, float) or not math.isfinite(now) or abs(now) > 1e11):
+            raise InvalidArgument(f"now must be a finite number of epoch seconds, not {now!r}")
         span = self._tracing.start("archive", None, None)
         now_us = int((time.time() if now is None else now) * 1_000_000)
         moved: dict[str, int] = {}

@@ -1,0 +1,1 @@
+"""Adapter for the legacy ``locked_system`` package: the ``memory`` modules only."""

@@ -1,0 +1,1 @@
+"""the_assist.core: the storage modules (see docs/adapters.md)."""
