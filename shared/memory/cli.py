@@ -303,9 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
     s = sub.add_parser("archive", help="move warm records past their TTL to the cold tier")
     s.add_argument("--now", type=float, help="pretend the time is this epoch second")
+    from migration.cli import add_cli as add_migrate_cli
+
     from . import token_report
 
     token_report.add_cli(sub)
+    add_migrate_cli(sub)
     s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
     tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
     t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
@@ -325,6 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import token_report
 
         return token_report.run_cli(args)
+    if args.command == "migrate":  # opens the store itself (plan must not)
+        from migration.cli import run_cli as run_migrate
+
+        return run_migrate(args)
     root: str | Path | None = args.root
     tmp = None
     if args.command == "demo" and root is None:

@@ -156,6 +156,7 @@ class MemoryManager:
         self._events.close()
         self._tracing.flush()
         self._warm.close()
+        self._locks.close()
         self._cold.close()
         self._hot.close()
         self._cache.clear()

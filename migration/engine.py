@@ -1,0 +1,461 @@
+"""The five migrate operations: plan, apply, verify, export, rollback.
+
+Each returns a :class:`~migration.report.Report`; ``report.ok`` is False on
+any failure. The legacy tree is only ever opened for reading, and its hashes
+are checked again after apply and verify.
+
+Apply is idempotent and resumable. Per file it writes the record first and
+its manifest entry second; the run marker says ``applying`` before the first
+write and ``complete`` after the last. A re-run compares each file's sha256
+and each record's digest with the manifest and writes only what is missing
+or stale, so a run killed at any point is completed by the next one, and a
+run with nothing to do writes nothing at all.
+
+Records are compared in their readable form: a namespace with a codec stores
+a compact form (``get_record(...).value``), and ``mm.expand`` gives back the
+legacy value, which is what is digested, compared and exported.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import orjson
+
+from shared.memory import InvalidKey, InvalidNamespace, InvalidValue, MemoryManager, MemoryStoreError, Record
+from shared.memory import values
+from shared.memory.spec import NamespaceSpec
+
+from . import manifest
+from .anomalies import Anomaly
+from .formats import TEXT_KINDS, render
+from .inventory import Inventory, LegacyFile, hash_tree, scan, value_digest
+from .layout import RULES, path_of, place_of
+from .manifest import Entry
+from .report import Report, Row
+
+#: Errors that fail one file (bad key, value or namespace) rather than the run.
+FILE_ERRORS = (InvalidKey, InvalidNamespace, InvalidValue)
+
+
+class BadInput(Exception):
+    """A command's arguments cannot be used (exit 2)."""
+
+
+@contextmanager
+def _timed(report: Report, name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def _scan(report: Report, legacy_dir: str | os.PathLike[str]) -> Inventory:
+    try:
+        with _timed(report, "scan"):
+            inv = scan(legacy_dir)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise BadInput(str(exc)) from None
+    for problem in inv.problems:
+        report.fail(f"{problem}: not migrated")
+    return inv
+
+
+@dataclass(frozen=True)
+class Current:
+    """A record as stored (``record.value`` is the compact form when the
+    namespace has a codec) and its readable value (the legacy value)."""
+
+    record: Record
+    value: Any
+
+    @property
+    def stored(self) -> bytes:
+        return orjson.dumps(self.record.value)
+
+    @property
+    def digest(self) -> str:
+        return value_digest(self.value)
+
+
+def current(mm: MemoryManager, namespace: str, key: str) -> Current | None:
+    rec = mm.get_record(namespace, key)
+    return None if rec is None else Current(rec, mm.expand(namespace, rec.value))
+
+
+def _row(f: LegacyFile, action: str, note: str = "", stored: bytes | None = None) -> Row:
+    return Row(
+        f.rel, f.kind, f.place.namespace if f.place else None, f.place.key if f.place else None,
+        f.size, f.sha256, action, f.anomalies, note, f.data, stored,
+    )
+
+
+def _entry_row(e: Entry, action: str, note: str = "", legacy: bytes | None = None, stored: bytes | None = None) -> Row:
+    anomalies = [Anomaly.from_dict(a) for a in e.anomalies or []]
+    return Row(e.path, e.kind, e.namespace, e.key, e.size, e.sha256, action, anomalies, note, legacy, stored)
+
+
+def _check_legacy_unchanged(report: Report, inv: Inventory) -> None:
+    """The legacy files still hash as they did when read."""
+    with _timed(report, "rehash"):
+        now = hash_tree(inv.root, [f.rel for f in inv.files])
+    for f in inv.files:
+        if now[f.rel] != f.sha256:
+            report.fail(f"{f.rel}: the legacy file changed while the command ran")
+
+
+# -- plan --------------------------------------------------------------------------
+
+
+def plan(legacy_dir: str | os.PathLike[str], specs: dict[str, NamespaceSpec] | None = None) -> Report:
+    """Inventory of the legacy tree and what apply would do; touches no store."""
+    if specs is None:
+        from namespaces import seed
+
+        specs = {s.name: s for s in seed()}
+    report = Report("plan", source=str(Path(legacy_dir)))
+    inv = _scan(report, legacy_dir)
+    for f in inv.files:
+        problem = _target_problem(f, specs)
+        if problem:
+            report.fail(f"{f.rel}: {problem}")
+        action = "fail" if problem else ("import" if f.place else "keep raw in manifest")
+        stored = _compact_bytes(specs.get(f.place.namespace), f.decoded.value) if f.place and not problem else None
+        report.rows.append(_row(f, action, "raw bytes kept" if f.place and f.raw_needed else "", stored))
+    _check_caps(report, inv, specs)
+    report.warnings += [f"{f.rel}: no layout rule; its bytes go to the manifest only" for f in inv.files if not f.place]
+    return report
+
+
+def _compact_bytes(spec: NamespaceSpec | None, value: Any) -> bytes:
+    """What the store would hold for ``value``: its codec's compact form
+    (plan has no store to ask; without a usable codec, the value itself)."""
+    try:
+        from shared.memory.codes import default_registry
+
+        codec = default_registry().for_spec(spec.codec) if spec is not None and spec.codec else None
+    except (ImportError, MemoryStoreError):
+        codec = None
+    return orjson.dumps(codec.compact(value) if codec is not None else value)
+
+
+def _target_problem(f: LegacyFile, specs: dict[str, NamespaceSpec]) -> str | None:
+    if f.place is None:
+        return None
+    spec = specs.get(f.place.namespace)
+    if spec is None:
+        return f"namespace {f.place.namespace} is not declared"
+    try:
+        values.encode(f.decoded.value, limit=spec.max_value_bytes, namespace=spec.name, key=f.place.key)
+    except InvalidValue as exc:
+        return str(exc)
+    return None
+
+
+def _check_caps(report: Report, inv: Inventory, specs: dict[str, NamespaceSpec]) -> None:
+    per_ns: dict[str, int] = {}
+    for f in inv.files:
+        if f.place:
+            per_ns[f.place.namespace] = per_ns.get(f.place.namespace, 0) + 1
+    for ns, n in per_ns.items():
+        spec = specs.get(ns)
+        if spec is not None and spec.max_keys is not None and n > spec.max_keys:
+            report.fail(f"{ns}: {n} files but max_keys={spec.max_keys}; the cap would move records out of view")
+
+
+# -- apply -------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    file: LegacyFile
+    action: str  # import | update | adopt | overwrite | unchanged | kept | conflict
+    write_record: bool = False
+    write_entry: bool = False
+    note: str = ""
+
+    @property
+    def writes(self) -> bool:
+        return self.write_record or self.write_entry
+
+
+def _decide(mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool) -> Step:
+    """What apply must do for one file, given the store and the manifest."""
+    same_file = entry is not None and entry.sha256 == f.sha256
+    if f.place is None:
+        return Step(f, "unchanged") if same_file else Step(f, "import", write_entry=True)
+    cur = current(mm, f.place.namespace, f.place.key)
+    if cur is None:
+        return Step(f, "import", True, True)
+    if cur.digest == f.value_sha256:
+        if same_file and entry is not None and entry.value_sha256 == cur.digest and entry.version == cur.record.version:
+            return Step(f, "unchanged")
+        return Step(f, "adopt", write_entry=True, note="record already holds this file; manifest entry written")
+    if entry is not None and cur.digest == entry.value_sha256:
+        return Step(f, "update", True, True, "the legacy file changed since the last apply")
+    if overwrite:
+        return Step(f, "overwrite", True, True, "the record differed from the legacy file; overwritten (--overwrite)")
+    if same_file:
+        return Step(f, "kept", note="record changed in the store since import; kept (legacy file unchanged)")
+    return Step(f, "conflict", note="a different record is already stored; not overwritten (use --overwrite)")
+
+
+def apply(mm: MemoryManager, legacy_dir: str | os.PathLike[str], *, overwrite: bool = False) -> Report:
+    """Import every legacy file (see the module docstring for the guarantees)."""
+    report = Report("apply", source=str(Path(legacy_dir)), target=str(mm.root))
+    inv = _scan(report, legacy_dir)
+    capped = len(report.failures)
+    _check_caps(report, inv, {s.name: s for s in mm.namespaces()})
+    if len(report.failures) > capped:
+        return report  # writing would push imported records out of view: nothing written
+    with _timed(report, "plan"):
+        manifest.declare(mm)
+        old = manifest.entries(mm)
+        run = manifest.marker(mm)
+        decided = [_decide_safely(report, mm, f, old.get(f.rel), overwrite) for f in inv.files]
+    steps = [s for s in decided if s is not None]
+    settled = manifest.is_current(run, inv) and not any(s.writes for s in steps) and not report.failures
+    with _timed(report, "write"):
+        if not settled:
+            manifest.write_marker(mm, "applying", inv)
+        for step in steps:
+            _execute(report, mm, step)
+    for rel in sorted(set(old) - {f.rel for f in inv.files}):
+        report.warnings.append(f"{rel}: in the manifest but no longer in the legacy folder (record kept)")
+    _check_legacy_unchanged(report, inv)
+    if not settled:
+        with _timed(report, "write"):
+            manifest.write_marker(mm, "complete" if report.ok else "incomplete", inv, failures=report.failures[:50])
+    return report
+
+
+def _decide_safely(report: Report, mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool) -> Step | None:
+    try:
+        return _decide(mm, f, entry, overwrite)
+    except FILE_ERRORS as exc:
+        report.fail(f"{f.rel}: {type(exc).__name__}: {exc}")
+        report.rows.append(_row(f, "failed", str(exc)))
+        return None
+
+
+def _execute(report: Report, mm: MemoryManager, step: Step) -> None:
+    f = step.file
+    try:
+        rec = None
+        if f.place is not None:
+            if step.write_record:
+                mm.write(f.place.namespace, f.place.key, f.decoded.value, imported=True)
+            rec = mm.get_record(f.place.namespace, f.place.key)
+        if step.write_entry:
+            manifest.write_entry(mm, Entry.of(f, rec.version if rec is not None else None))
+    except FILE_ERRORS as exc:
+        report.fail(f"{f.rel}: {type(exc).__name__}: {exc}")
+        report.rows.append(_row(f, "failed", str(exc)))
+        return
+    if step.action == "conflict":
+        report.fail(f"{f.rel}: {step.note}")
+    elif step.action == "kept":
+        report.warnings.append(f"{f.rel}: {step.note}")
+    report.rows.append(_row(f, step.action, step.note, _stored(rec)))
+
+
+# -- export (and the bytes verify compares) -------------------------------------------
+
+
+def file_bytes(mm: MemoryManager, entry: Entry) -> tuple[bytes | None, str, Current | None]:
+    """The legacy file ``entry`` describes, rebuilt from the store: (bytes or
+    None, a note, the record). The raw copy is used only while the record
+    still holds exactly what was imported; otherwise the record's current
+    value is written in the file's format."""
+    if entry.namespace is None or entry.key is None:
+        return entry.raw, "", None
+    cur = current(mm, entry.namespace, entry.key)
+    if cur is None:
+        return None, "the record is missing from the store", None
+    changed = cur.digest != entry.value_sha256
+    if entry.raw_base64 is not None and not changed:
+        return entry.raw, "", cur
+    try:
+        data = render(cur.value, entry.fmt)
+    except (ValueError, TypeError, KeyError) as exc:
+        return None, f"cannot be written back: {exc}", cur
+    return data, "the record changed since import; written from its current value" if changed else "", cur
+
+
+def _safe_rel(rel: str) -> PurePosixPath:
+    p = PurePosixPath(rel)
+    if not rel or p.is_absolute() or any(part in ("", ".", "..") for part in p.parts):
+        raise BadInput(f"unsafe legacy path in the manifest: {rel!r}")
+    return p
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _stored(rec: Record | Current | None) -> bytes | None:
+    """The record's stored (compact) JSON, for the token columns."""
+    if isinstance(rec, Current):
+        return rec.stored
+    return orjson.dumps(rec.value) if rec is not None else None
+
+
+def export(mm: MemoryManager, out_dir: str | os.PathLike[str], *, flat: bool = False) -> Report:
+    """Write the legacy tree back from the store under ``OUT_DIR/<name of
+    the imported folder>/`` (``OUT_DIR`` itself with ``flat``), so the
+    legacy ``SHA256SUMS`` checks from ``OUT_DIR``."""
+    run = manifest.marker(mm) or {}
+    base = Path(out_dir) if flat else Path(out_dir) / (run.get("source_name") or "data")
+    report = Report("export", source=str(mm.root), target=str(base))
+    source = run.get("source")
+    if source and _inside(base, Path(source)):
+        raise BadInput(f"{base} is the legacy folder itself (or inside it); export elsewhere")
+    entries = manifest.entries(mm)
+    if not entries:
+        report.fail("nothing to export: the store holds no migration manifest (run apply first)")
+    with _timed(report, "export"):
+        for e in sorted(entries.values(), key=lambda e: e.path):
+            data, note, rec = file_bytes(mm, e)
+            if data is None:
+                report.fail(f"{e.path}: {note}")
+                report.rows.append(_entry_row(e, "failed", note))
+                continue
+            _write_file(base / _safe_rel(e.path), data)
+            if note:
+                report.warnings.append(f"{e.path}: {note}")
+            report.rows.append(_entry_row(e, "written", note, data, _stored(rec)))
+        _export_new_records(report, mm, base, set(entries))
+    return report
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    p, f = path.resolve(), folder.resolve()
+    return p == f or f in p.parents
+
+
+def _export_new_records(report: Report, mm: MemoryManager, base: Path, known: set[str]) -> None:
+    """Records in the legacy namespaces that apply did not import (written
+    later through the adapters) whose key maps back to a legacy path."""
+    for ns in sorted({ns for _, _, ns, _ in RULES}):
+        for rec in mm.query(ns, "*", include_cold=True):
+            rel = path_of(ns, rec.key)
+            if rel is None or rel in known:
+                continue
+            place = place_of(rel)
+            kind = place.kind if place else "unmapped"
+            try:
+                data = render(mm.expand(ns, rec.value), default_format(kind))
+            except (ValueError, TypeError, KeyError) as exc:
+                report.warnings.append(f"{ns}/{rec.key}: not exported ({exc})")
+                continue
+            _write_file(base / _safe_rel(rel), data)
+            note = "created after import; written in the default legacy format"
+            report.warnings.append(f"{rel}: {note}")
+            report.rows.append(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, _stored(rec)))
+
+
+def default_format(kind: str) -> dict[str, Any]:
+    """How the legacy writers wrote a file of ``kind`` (indent 2, ASCII, no newline)."""
+    if kind in TEXT_KINDS:
+        return {"type": "text", "syntax": TEXT_KINDS[kind]}
+    return {"type": "json", "indent": 2, "ensure_ascii": True, "separators": None, "newline": False}
+
+
+# -- verify ----------------------------------------------------------------------------
+
+
+def verify(mm: MemoryManager, legacy_dir: str | os.PathLike[str]) -> Report:
+    """Re-read every record through the manager and compare it with the
+    legacy files: the rebuilt bytes (the export path, in memory) and the
+    value, type for type; then run ``mm.check()``."""
+    report = Report("verify", source=str(Path(legacy_dir)), target=str(mm.root))
+    inv = _scan(report, legacy_dir)
+    run = manifest.marker(mm)
+    if run is None:
+        report.fail("no migration in this store (run apply first)")
+    elif run.get("state") != "complete":
+        report.fail(f"the last apply did not complete (state {run.get('state')!r}); run apply again")
+    entries = manifest.entries(mm)
+    with _timed(report, "compare"):
+        for f in inv.files:
+            problems, cur = _verify_file(mm, f, entries.get(f.rel))
+            for p in problems:
+                report.fail(f"{f.rel}: {p}")
+            report.rows.append(_row(f, "mismatch" if problems else "ok", "; ".join(problems), _stored(cur)))
+    for rel in sorted(set(entries) - {f.rel for f in inv.files}):
+        report.fail(f"{rel}: imported, but no longer in the legacy folder")
+    with _timed(report, "check"):
+        for finding in mm.check():
+            report.fail(f"store check: {finding}")
+    _check_legacy_unchanged(report, inv)
+    return report
+
+
+def _verify_file(mm: MemoryManager, f: LegacyFile, entry: Entry | None) -> tuple[list[str], Current | None]:
+    if entry is None:
+        return ["not imported"], None
+    if entry.sha256 != f.sha256:
+        return ["the legacy file changed since apply (run apply again)"], None
+    data, note, cur = file_bytes(mm, entry)
+    problems = []
+    if data != f.data:
+        problems.append(f"rebuilt bytes differ from the legacy file{': ' + note if note else ''}")
+    if f.place is not None and cur is not None:
+        if value_digest(mm.read(f.place.namespace, f.place.key, expand=True)) != f.value_sha256:
+            problems.append("the record's value differs from the parsed legacy file")
+        if not cur.record.persisted:
+            problems.append("the record is not persisted (session-only copy)")
+    return problems, cur
+
+
+# -- rollback ---------------------------------------------------------------------------
+
+
+def rollback(mm: MemoryManager, *, force: bool = False) -> Report:
+    """Delete what apply imported (the records listed in the manifest), then
+    the manifest. Records changed since import are kept unless ``force``.
+    Idempotent; a killed rollback is finished by the next one."""
+    report = Report("rollback", target=str(mm.root))
+    entries = manifest.entries(mm)
+    run = manifest.marker(mm)
+    if not entries and run is None:
+        report.warnings.append("nothing to roll back: no migration in this store")
+        return report
+    with _timed(report, "delete"):
+        if run is None or run.get("state") != "rolling-back":
+            manifest.write_marker(mm, "rolling-back")
+        for e in sorted(entries.values(), key=lambda e: e.path):
+            _rollback_entry(report, mm, e, force)
+        if report.ok:
+            manifest.delete_marker(mm)
+    return report
+
+
+def _rollback_entry(report: Report, mm: MemoryManager, e: Entry, force: bool) -> None:
+    cur = current(mm, e.namespace, e.key) if e.namespace and e.key else None
+    stored = _stored(cur)
+    if cur is not None and cur.digest != e.value_sha256 and not force:
+        note = "changed in the store since import; kept (use --force to delete it anyway)"
+        report.fail(f"{e.path}: {note}")
+        report.rows.append(_entry_row(e, "kept", note, None, stored))
+        return
+    if cur is not None and e.namespace and e.key:
+        mm.delete(e.namespace, e.key)
+    manifest.delete_entry(mm, e.path)
+    report.rows.append(_entry_row(e, "removed" if cur is not None else "removed (entry only)", "", None, stored))
+
+
+__all__ = ["BadInput", "apply", "default_format", "export", "file_bytes", "plan", "rollback", "verify"]

@@ -1,0 +1,194 @@
+"""The report every migrate command ends with: per file, per kind, per
+anomaly code; token counts when :mod:`shared.memory.tokens` is available."""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.memory.cli import _table
+
+from .anomalies import Anomaly
+
+
+@dataclass
+class Row:
+    """One legacy file as a command handled it."""
+
+    path: str
+    kind: str
+    namespace: str | None
+    key: str | None
+    size: int
+    sha256: str
+    action: str
+    anomalies: list[Anomaly] = field(default_factory=list)
+    note: str = ""
+    legacy: bytes | None = field(default=None, repr=False)  # the file's bytes (tokens "before")
+    stored: bytes | None = field(default=None, repr=False)  # the record's compact JSON (tokens "after")
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "key": self.key,
+            "size": self.size,
+            "sha256": self.sha256,
+            "action": self.action,
+            "stored_bytes": len(self.stored) if self.stored is not None else None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "anomalies": [a.to_dict() for a in self.anomalies],
+            "note": self.note,
+        }
+
+
+@dataclass
+class Report:
+    command: str
+    source: str | None = None
+    target: str | None = None
+    rows: list[Row] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    tokenizer: dict[str, Any] | None = None
+    tokens_note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def fail(self, message: str) -> None:
+        self.failures.append(message)
+
+    # -- figures -------------------------------------------------------------------
+
+    def count_tokens(self) -> None:
+        """Fill the token columns if :mod:`shared.memory.tokens` imports;
+        otherwise say why they are missing."""
+        try:
+            tokens = importlib.import_module("shared.memory.tokens")
+        except ImportError as exc:
+            self.tokens_note = f"token columns omitted: shared.memory.tokens is not importable ({exc})"
+            return
+        counter = tokens.get_counter()
+        self.tokenizer = dict(counter.info)
+        for r in self.rows:
+            if r.legacy is not None:
+                r.tokens_before = counter.count(r.legacy.decode("utf-8", "replace"))
+            if r.stored is not None:
+                r.tokens_after = counter.count(r.stored.decode("utf-8"))
+        self.tokens_note = (
+            f"tokens: {counter.info['counter']} {counter.info['encoding']}; before = the legacy file's text, "
+            "after = the record as stored (compact JSON)"
+        )
+
+    def by_kind(self) -> list[dict[str, Any]]:
+        groups: dict[str, list[Row]] = {}
+        for r in self.rows:
+            groups.setdefault(r.kind, []).append(r)
+        out = [self._sum(kind, rows) for kind, rows in sorted(groups.items())]
+        out.append(self._sum("TOTAL", self.rows))
+        return out
+
+    def _sum(self, kind: str, rows: list[Row]) -> dict[str, Any]:
+        counted = self.tokenizer is not None
+        return {
+            "kind": kind,
+            "files": len(rows),
+            "records": sum(1 for r in rows if r.namespace is not None),
+            "bytes": sum(r.size for r in rows),
+            "stored_bytes": sum(len(r.stored) for r in rows if r.stored is not None),
+            "tokens_before": sum(r.tokens_before or 0 for r in rows) if counted else None,
+            "tokens_after": sum(r.tokens_after or 0 for r in rows) if counted else None,
+            "anomalies": sum(a.count for r in rows for a in r.anomalies),
+        }
+
+    def by_code(self) -> list[dict[str, Any]]:
+        files: Counter[str] = Counter()
+        count: Counter[str] = Counter()
+        detail: dict[str, str] = {}
+        example: dict[str, str] = {}
+        for r in self.rows:
+            for a in r.anomalies:
+                files[a.code] += 1
+                count[a.code] += a.count
+                detail.setdefault(a.code, a.detail)
+                if a.where:
+                    example.setdefault(a.code, f"{r.path.rsplit('/', 1)[-1]}: {a.where[0]}")
+        return [
+            {"code": c, "files": files[c], "count": count[c], "detail": detail[c], "example": example.get(c, "")}
+            for c in sorted(count)
+        ]
+
+    def actions(self) -> dict[str, int]:
+        return dict(Counter(r.action for r in self.rows).most_common())
+
+    # -- output --------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "ok": self.ok,
+            "source": self.source,
+            "target": self.target,
+            "actions": self.actions(),
+            "by_kind": self.by_kind(),
+            "anomalies": self.by_code(),
+            "failures": self.failures,
+            "warnings": self.warnings,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "tokenizer": self.tokenizer,
+            "tokens_note": self.tokens_note,
+            "files": [r.to_dict() for r in self.rows],
+        }
+
+    def to_text(self, verbose: bool = False) -> str:
+        head = f"migrate {self.command}"
+        if self.source:
+            head += f": {self.source}"
+        if self.target:
+            head += f" -> {self.target}"
+        lines = [head, ""]
+        if verbose:
+            lines += [_table([_file_cells(r) for r in self.rows], ["path", "kind", "target", "size", "sha256", "action", "anomalies"]), ""]
+        cols = ["kind", "files", "records", "bytes", "stored_bytes"]
+        if self.tokenizer is not None:
+            cols += ["tokens_before", "tokens_after"]
+        lines += [_table(self.by_kind(), [*cols, "anomalies"]), ""]
+        lines.append("actions: " + (", ".join(f"{k} {v}" for k, v in self.actions().items()) or "none"))
+        codes = self.by_code()
+        if codes:
+            lines += ["", "anomalies (kept as they are, flagged in the manifest, never fixed):",
+                      _table(codes, ["code", "files", "count", "example"])]
+        if self.tokens_note:
+            lines += ["", self.tokens_note]
+        if self.timings:
+            lines.append("timings: " + ", ".join(f"{k} {v:.3f}s" for k, v in self.timings.items()))
+        for w in self.warnings:
+            lines.append(f"warning: {w}")
+        for f in self.failures:
+            lines.append(f"FAILED: {f}")
+        lines.append(f"result: {'OK' if self.ok else f'FAILED ({len(self.failures)} problem(s))'}")
+        return "\n".join(lines)
+
+
+def _file_cells(r: Row) -> dict[str, Any]:
+    return {
+        "path": r.path,
+        "kind": r.kind,
+        "target": f"{r.namespace}/{r.key}" if r.namespace else "(manifest only)",
+        "size": r.size,
+        "sha256": r.sha256[:12],
+        "action": r.action,
+        "anomalies": ",".join(f"{a.code}x{a.count}" if a.count > 1 else a.code for a in r.anomalies) or "-",
+    }
+
+
+__all__ = ["Report", "Row"]
