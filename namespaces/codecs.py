@@ -259,8 +259,10 @@ SHARED = Codec(
 
 CODECS: dict[str, Codec] = {c.name: c for c in (ALTITUDE, FOCUS, REASONING, LEARNING, SHARED)}
 
-#: Seed namespaces left uncoded: consent state is read by people auditing it.
-UNCODED = frozenset({"focus.consent"})
+#: Seed namespaces left uncoded: consent state is read by people auditing it;
+#: the legacy compressed state is already in the altitude codes by its own
+#: design (people ``{r, t, n}``), so compacting it again would only add escapes.
+UNCODED = frozenset({"focus.consent", "altitude.compressed"})
 
 #: namespace -> codec name (for ``NamespaceSpec.codec``): every namespace of an
 #: HRM uses that HRM's codec, except those in ``UNCODED``.
@@ -268,7 +270,7 @@ NAMESPACE_CODECS: dict[str, str] = {
     **{
         f"altitude.{n}": "altitude"
         for n in (
-            "session", "history", "patterns", "coaching", "compressed", "conversations",
+            "session", "history", "patterns", "coaching", "conversations",
             "context", "agents", "integrity", "checkpoints", "sessions",
         )
     },

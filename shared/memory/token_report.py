@@ -38,7 +38,6 @@ TARGET_SAVED_PCT = 75.0
 #: Namespaces whose legacy data is already in its codec's compact form
 #: (CompressedMemory wrote people as ``{"r": "wk", "t": [...]}``): stored as
 #: they are, after checking that they are a valid compact form (``Codec.is_compact``).
-ALREADY_COMPACT = frozenset({"altitude.compressed"})
 OTHER = "other"
 
 
@@ -106,26 +105,15 @@ def text_value(text: str) -> dict[str, Any]:
     return {"raw": text}
 
 
-def compact_form(text: str, is_json: bool, codec: Codec | None, already_compact: bool = False) -> bytes:
+def compact_form(text: str, is_json: bool, codec: Codec | None) -> bytes:
     """The stored bytes for one legacy file, after checking they expand back to
-    exactly what the file holds (for ``already_compact`` data: that the data is
-    a valid compact form, i.e. its readable form compacts back to it byte for
-    byte). Raises :class:`InvalidValue` if not."""
+    exactly what the file holds. Raises :class:`InvalidValue` if not."""
     parsed: Any = orjson.loads(text) if is_json else text_value(text)
-    if codec is None:
-        value = parsed
-    elif already_compact:
-        if not codec.is_compact(parsed):
-            raise InvalidValue(f"data is not in codec {codec.name!r}'s compact form", path="$")
-        value = parsed
-    else:
-        value = codec.compact(parsed)
-    stored = _json(value)
+    stored = _json(parsed if codec is None else codec.compact(parsed))
     back = orjson.loads(stored)
     if codec is not None:
         back = codec.expand(back)
-    want = codec.expand(parsed) if codec is not None and already_compact else parsed
-    if _json(back) != _json(want):  # bytes compare types (1, 1.0, true) and key order
+    if _json(back) != _json(parsed):  # bytes compare types (1, 1.0, true) and key order
         raise InvalidValue("compact form does not expand back to the file's data", path="$")
     return stored
 
@@ -159,7 +147,7 @@ def legacy_report(legacy_dir: str | Path, codecs: Mapping[str, Codec] | None = N
         raw = path.read_bytes()
         text = raw.decode("utf-8")  # not read_text: keep line ends as they are
         try:
-            stored = compact_form(text, path.suffix == ".json", codec, namespace in ALREADY_COMPACT)
+            stored = compact_form(text, path.suffix == ".json", codec)
         except InvalidValue as exc:
             raise InvalidValue(f"{rel}: {exc}", path=rel) from None
         row = Row(kind, 1, namespace, codec_name, count(text), count(stored.decode()), len(raw), len(stored))
@@ -369,7 +357,6 @@ def run_cli(args: argparse.Namespace, mm: MemoryManager | None = None) -> int:
 
 
 __all__ = [
-    "ALREADY_COMPACT",
     "TARGET_SAVED_PCT",
     "Report",
     "Row",
