@@ -60,6 +60,11 @@ def check_key(key: object, namespace: str | None = None) -> str:
 
     A key is any non-empty string of at most ``MAX_KEY_BYTES`` UTF-8 bytes with
     no control characters (NUL included) and no lone surrogates."""
+    if type(key) is str and 0 < len(key) <= MAX_KEY_BYTES // 4 and key.isprintable():
+        # The common case, decided in C: printable excludes control
+        # characters and lone surrogates, and 4 bytes per character bound
+        # the UTF-8 length.
+        return key
     if not isinstance(key, str):
         raise InvalidKey(f"key must be a str, not {type(key).__name__}", namespace=namespace, key=key)
     if not key:

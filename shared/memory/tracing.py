@@ -30,6 +30,7 @@ Values are never put into spans: only keys, sizes, tiers and counts.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
@@ -307,6 +308,24 @@ def flush() -> int:
 atexit.register(flush)
 
 
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
+
+
+def _global_provider() -> object:
+    """``trace.get_tracer_provider()`` without its cost on the no-SDK path:
+    while no provider was set, the API looks an environment variable up on
+    every call (~1 us). The variable is read once here instead; once a
+    provider is set, the API's module global holds it for good."""
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    if provider is not None or _ENV_SET:
+        return trace.get_tracer_provider()
+    return _PROXY
+
+
+_PROXY = trace.get_tracer_provider() if not os.environ.get(_ENV_PROVIDER) else None
+_ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PROVIDER")
+
+
 class Tracing:
     """Per-manager access to the right path for the current provider."""
 
@@ -338,7 +357,7 @@ class Tracing:
             self._mode = 1
 
     def start(self, op: str, namespace: str | None, key: str | None) -> OpSpan | None:
-        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        provider = self._provider if self._provider is not None else _global_provider()
         if provider is not self._for:
             self._resolve(provider)
         mode = self._mode
