@@ -44,6 +44,7 @@ from .harness import (
     Dataset,
     DiskUsage,
     disk_usage,
+    disk_usage_by_entry,
     fmt_num,
     fresh_dir,
     log,
@@ -190,6 +191,7 @@ class SizeResult:
     cold: Reads | None
     miss: Reads | None
     disk: DiskUsage
+    parts: dict[str, DiskUsage]  # per top-level entry of the root
 
 
 def measure_size(n: int, cfg: Config) -> SizeResult:
@@ -207,6 +209,7 @@ def measure_size(n: int, cfg: Config) -> SizeResult:
         time_first_reads(root, cold_pairs) if cold_pairs else None,
         time_first_reads(root, [(n + 1, None)] * cfg.open_reps, stored=False) if n == 0 else None,
         disk_usage(root),
+        disk_usage_by_entry(root),
     )
     shutil.rmtree(root, ignore_errors=True)
     return result
@@ -221,6 +224,7 @@ class Footprint:
     n: int
     json_bytes: int
     disk: DiskUsage
+    parts: dict[str, DiskUsage]  # per top-level entry of the root
 
     @property
     def apparent_ratio(self) -> float:
@@ -249,7 +253,8 @@ def measure_footprint(name: str, factory: Callable[[Path], Store], data: Dataset
     finally:
         store.close()
     json_bytes = sum(len(orjson.dumps(v)) for v in data.values)
-    result = Footprint(name, len(data), json_bytes, disk_usage(root))
+    parts = disk_usage_by_entry(root) if isinstance(store, HrmStore) else {}
+    result = Footprint(name, len(data), json_bytes, disk_usage(root), parts)
     shutil.rmtree(root, ignore_errors=True)
     return result
 
@@ -304,6 +309,7 @@ def sizes_table(results: OpenResults) -> str:
             _per_record(r.disk.apparent, r.filled.n),
             _per_record(r.disk.allocated, r.filled.n),
             "-" if r.filled.n == 0 else f"{r.disk.allocated / r.filled.json_bytes:.2f}x",
+            _breakdown(r.parts, r.filled.n),
             f"{r.filled.fill_s:.1f} s" + (f" + archive {r.filled.archive_s:.1f} s" if r.filled.archive_s else ""),
         )
         for r in results.sizes
@@ -318,6 +324,7 @@ def sizes_table(results: OpenResults) -> str:
         "bytes/record apparent",
         "bytes/record allocated",
         "allocated / JSON bytes",
+        "apparent bytes/record by directory",
         "fill time",
     ]
     return md_table(headers, rows)
@@ -334,6 +341,7 @@ def footprint_table(results: OpenResults) -> str:
             f"{f.apparent_ratio:.2f}x",
             f"{f.allocated_ratio:.2f}x",
             f"{f.disk.files:,}",
+            _breakdown(f.parts, f.n),
         )
         for f in results.footprints
     ]
@@ -346,8 +354,17 @@ def footprint_table(results: OpenResults) -> str:
         "apparent / JSON",
         "allocated / JSON",
         "files",
+        "hrm-memory: apparent bytes/record by directory (>= 1)",
     ]
     return md_table(headers, rows)
+
+
+def _breakdown(parts: dict[str, DiskUsage], n: int) -> str:
+    """Apparent bytes per record of each directory holding at least 1 byte/record."""
+    if not parts or n == 0:
+        return "-"
+    shares = sorted(((u.apparent / n, name) for name, u in parts.items()), reverse=True)
+    return ", ".join(f"{name}/ {fmt_num(x)}" for x, name in shares if x >= 1)
 
 
 def hrm_footprint(results: OpenResults) -> Footprint | None:
@@ -364,6 +381,8 @@ def to_json(results: OpenResults) -> dict[str, Any]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-n", type=int, default=Config.max_n, help="largest store size to build")
     p.add_argument("--open-reps", type=int, default=Config.open_reps, help="opens (and first reads) per size")
+    p.add_argument("--archive-from", type=int, default=Config.archive_from, help="sizes from here on are mostly cold")
+    p.add_argument("--warm-tail", type=int, default=Config.warm_tail, help="records written after the archive")
     p.add_argument("--footprint-n", type=int, default=Config.footprint_n, help="records for the footprint")
     p.add_argument("--no-peers-footprint", action="store_true", help="footprint of hrm-memory only")
 
@@ -372,6 +391,8 @@ def config_from(args: argparse.Namespace) -> Config:
     base = Config(
         max_n=args.max_n,
         open_reps=args.open_reps,
+        archive_from=args.archive_from,
+        warm_tail=args.warm_tail,
         footprint_n=args.footprint_n,
         peers_footprint=not args.no_peers_footprint,
         bench_dir=args.dir,

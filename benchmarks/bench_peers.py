@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -90,11 +91,19 @@ class CaseResult:
 
 
 def _sdk_provider() -> Any:
-    """An OpenTelemetry SDK provider with no span processor: spans are
-    created, filled and ended, then dropped."""
+    """An OpenTelemetry SDK provider whose spans all go, one by one, through a
+    ``SimpleSpanProcessor`` to an exporter that discards them: the full cost
+    of tracing except the export itself."""
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-    return TracerProvider()
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Discard()))
+    return provider
 
 
 def cases() -> list[Case]:
@@ -161,14 +170,14 @@ def cases() -> list[Case]:
         ),
         Case(
             "hrm.hot_sdk.write",
-            "hrm-memory hot: write, OTel SDK provider (no exporter)",
+            "hrm-memory hot: write, OTel SDK on ³",
             partial(hot, tracer_provider=_sdk_provider()),
             "write",
             compare="langgraph.write",
         ),
         Case(
             "hrm.warm_flush_sdk.write",
-            'hrm-memory warm: write, "flush", OTel SDK provider (no exporter)',
+            'hrm-memory warm: write, "flush", OTel SDK on ³',
             partial(flush, tracer_provider=_sdk_provider()),
             "write",
             compare="diskcache.write",
@@ -199,19 +208,39 @@ def run_rep(case: Case, data: Dataset, warmup: Dataset, path: Path) -> Stats:
     try:
         if case.op == "write":
             _fill(store, warmup)
-            stats = time_calls(store.put, data.write_calls())
+            stats = time_calls(store.put, data.write_calls(), store.flush)
             _verify(store, data)
             return stats
         _fill(store, data)
         if case.reopen:
             store.close()
             store = case.factory(path)
-        stats = time_calls(store.get, data.read_calls())
+        stats = time_calls(store.get, data.read_calls(), store.flush)
         _verify(store, data)
         return stats
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _ref_id(case: Case) -> str | None:
+    return case.target.ref if case.target else case.compare
+
+
+def run_order(results: list[CaseResult]) -> list[CaseResult]:
+    """Each case that is compared with a peer runs right after that peer, so
+    the two see the same background load; the others keep their order."""
+    followers: dict[str, list[CaseResult]] = {}
+    for r in results:
+        ref = _ref_id(r.case)
+        if ref is not None and any(x.case.id == ref for x in results):
+            followers.setdefault(ref, []).append(r)
+    placed = {id(r) for group in followers.values() for r in group}
+    order: list[CaseResult] = []
+    for r in results:
+        if id(r) not in placed:
+            order += [r, *followers.get(r.case.id, [])]
+    return order
 
 
 def run(cfg: Config, selected: list[Case] | None = None) -> list[CaseResult]:
@@ -224,7 +253,7 @@ def run(cfg: Config, selected: list[Case] | None = None) -> list[CaseResult]:
     work = cfg.bench_dir / "peers"
     for rep in range(cfg.reps):
         log(f"peers: rep {rep + 1}/{cfg.reps}")
-        for res in results:
+        for res in run_order(results):
             stats = run_rep(res.case, small if res.case.fsync else big, warmup, work / res.case.id)
             res.runs.append(stats)
     shutil.rmtree(work, ignore_errors=True)
@@ -239,13 +268,17 @@ def _by_id(results: list[CaseResult]) -> dict[str, CaseResult]:
 
 
 def ratio_to(res: CaseResult, ref_id: str | None, results: list[CaseResult]) -> float | None:
+    """Median over reps of (ops/s of ``res`` / ops/s of the ref case) in the
+    same rep: a paired ratio, as the two ran back to back."""
     ref = _by_id(results).get(ref_id) if ref_id else None
-    return None if ref is None else res.stats.ops_per_s / ref.stats.ops_per_s
+    if ref is None:
+        return None
+    return statistics.median(a.ops_per_s / b.ops_per_s for a, b in zip(res.runs, ref.runs))
 
 
 def _ratio_cell(res: CaseResult, results: list[CaseResult]) -> str:
     by_id = _by_id(results)
-    ref_id = res.case.target.ref if res.case.target else res.case.compare
+    ref_id = _ref_id(res.case)
     ratio = ratio_to(res, ref_id, results)
     if ratio is None or ref_id is None:
         return ""
@@ -256,19 +289,28 @@ def _ratio_cell(res: CaseResult, results: list[CaseResult]) -> str:
     return cell
 
 
+def _spread(res: CaseResult) -> str:
+    """Range of ops/s over the reps, as +-% of the median (half the range)."""
+    rates = [s.ops_per_s for s in res.runs]
+    return f"±{(max(rates) - min(rates)) / 2 / res.stats.ops_per_s * 100:.0f}%"
+
+
 def table(results: list[CaseResult]) -> str:
     rows = [
         (
             r.case.label,
             f"{r.n:,}" + (" ¹" if r.case.fsync else ""),
             fmt_num(r.stats.ops_per_s),
+            _spread(r),
             fmt_num(r.stats.p50_us),
             fmt_num(r.stats.p99_us),
             _ratio_cell(r, results),
         )
         for r in results
     ]
-    return md_table(["store: operation", "N", "ops/s", "p50 µs", "p99 µs", "ops/s vs design peer"], rows)
+    return md_table(
+        ["store: operation", "N", "ops/s", "spread ²", "p50 µs", "p99 µs", "ops/s vs design peer"], rows
+    )
 
 
 @dataclass(frozen=True)

@@ -117,10 +117,15 @@ def percentile(sorted_samples: Sequence[float], q: float) -> float:
     return sorted_samples[rank - 1]
 
 
-def time_calls(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> Stats:
+def time_calls(
+    fn: Callable[..., object],
+    calls: Sequence[tuple[Any, ...]],
+    finish: Callable[[], object] | None = None,
+) -> Stats:
     """Call ``fn(*args)`` for each ``args``, timing every call with
     ``perf_counter_ns``. Throughput is ``len(calls)`` over the wall time of the
-    whole loop, so it includes the ~0.1 µs of the two clock reads per call."""
+    whole loop, so it includes the ~0.1 µs of the two clock reads per call,
+    and ``finish()`` (work left in the background, e.g. a span flush)."""
     clock = time.perf_counter_ns
     samples = [0] * len(calls)
     gc.collect()
@@ -129,6 +134,8 @@ def time_calls(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> S
         t0 = clock()
         fn(*args)
         samples[j] = clock() - t0
+    if finish is not None:
+        finish()
     wall = clock() - start
     samples.sort()
     return Stats(len(calls) * 1e9 / wall, percentile(samples, 50) / 1e3, percentile(samples, 99) / 1e3)
@@ -162,6 +169,11 @@ def disk_usage(root: Path) -> DiskUsage:
     return DiskUsage(apparent, allocated, files)
 
 
+def disk_usage_by_entry(root: Path) -> dict[str, DiskUsage]:
+    """:func:`disk_usage` of each top-level entry of ``root``."""
+    return {child.name: disk_usage(child) for child in sorted(root.iterdir())}
+
+
 def _walk(root: Path) -> Iterable[Path]:
     yield root
     for dirpath, dirnames, filenames in os.walk(root):
@@ -177,6 +189,28 @@ def fresh_dir(path: Path) -> Path:
 
 
 # -- the machine -----------------------------------------------------------------------
+
+
+def _busy_cpu_seconds() -> float:
+    """CPU seconds spent busy (not idle or iowait) by the whole machine since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherLoad:
+    """How busy the rest of the machine was while we ran: all busy CPU time
+    minus this process's own, as a share of the CPUs over the wall time."""
+
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._busy = _busy_cpu_seconds()
+        self._ours = time.process_time()
+
+    def share(self) -> float:
+        wall = time.perf_counter() - self._wall
+        others = _busy_cpu_seconds() - self._busy - (time.process_time() - self._ours)
+        return max(0.0, others) / (wall * (os.cpu_count() or 1))
 
 
 def _run(cmd: list[str]) -> str:
@@ -224,10 +258,22 @@ def _version(dist: str) -> str:
         return "-"
 
 
+LIBRARY_PATHS = ("shared", "storage", "namespaces")
+
+
+def source_revision() -> str:
+    """The git commit measured, and the library files modified on top of it."""
+    head = _run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"]) or "?"
+    status = _run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", *LIBRARY_PATHS])
+    changed = [line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()]
+    return head + (f" + uncommitted changes to {', '.join(changed)}" if changed else " (library clean)")
+
+
 def machine_info(bench_dir: Path) -> dict[str, str]:
     load = os.getloadavg()
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "hrm-memory revision": source_revision(),
         "cpu": f"{_cpu_model()}, nproc = {_run(['nproc'])}",
         "memory": _mem_total_gib(),
         "os": f"{platform.system()} {platform.release()}",
@@ -240,6 +286,20 @@ def machine_info(bench_dir: Path) -> dict[str, str]:
             for d in ("hrm-memory", "orjson", "langgraph", "diskcache", "lmdb", "opentelemetry-api")
         ),
     }
+
+
+def wait_until_quiet(max_wait_s: float, threshold: float = 0.25, window_s: float = 10.0) -> float:
+    """Sleep in ``window_s`` steps until other processes use less than
+    ``threshold`` of the CPUs over a window, or ``max_wait_s`` has passed.
+    Return the share seen in the last window."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        load = OtherLoad()
+        time.sleep(window_s)
+        share = load.share()
+        if share < threshold or time.monotonic() >= deadline:
+            return share
+        log(f"waiting for a quieter machine: other processes use {share:.0%} of the CPUs")
 
 
 # -- output ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import orjson
 from opentelemetry import trace
 
 from . import bench_open, bench_peers
-from .harness import DEFAULT_BENCH_DIR, REPO_ROOT, fmt_num, log, machine_info, md_table
+from .harness import REPO_ROOT, OtherLoad, log, machine_info, md_table, wait_until_quiet
 
 
 def tracing_mode() -> str:
@@ -49,16 +49,25 @@ def targets_section(peers: list[bench_peers.CaseResult], opened: bench_open.Open
                 (
                     f"bytes on disk ({kind}) at {fp.n:,} records <= {limit:g}x their JSON bytes",
                     f"<= {limit:g}x",
-                    f"{ratio:.2f}x",
+                    f"{ratio:.2f}x" + _footprint_parts(fp, kind),
                     "yes" if ratio <= limit else "**no**",
                 )
             )
     met = sum(r[3] == "yes" for r in rows)
     table = md_table(["target (DESIGN)", "required", "measured", "met?"], rows)
     return (
-        f"{met} of {len(rows)} targets met on this run. Throughput targets compare the medians "
-        "of ops/s (median over reps) of hrm-memory and the named peer.\n\n" + table
+        f"{met} of {len(rows)} targets met on this run. A throughput ratio is the median over "
+        "reps of (hrm-memory ops/s / peer ops/s), the two measured back to back in each rep.\n\n" + table
     )
+
+
+def _footprint_parts(fp: bench_open.Footprint, kind: str) -> str:
+    """`` (warm/ 1.33x, events/ 0.63x)``: the main directories' shares."""
+    parts = sorted(
+        ((getattr(u, kind) / fp.json_bytes, name) for name, u in fp.parts.items()), reverse=True
+    )
+    shown = [f"{name}/ {share:.2f}x" for share, name in parts if share >= 0.01]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def machine_section(info: dict[str, str], load_end: tuple[float, float, float], note: str | None) -> str:
@@ -74,7 +83,10 @@ def peers_section(results: list[bench_peers.CaseResult], cfg: bench_peers.Config
     return f"""Records: ~206-byte JSON-like dicts (orjson size; a few str/int/float/list
 fields) over 5 namespaces. N = {cfg.n:,} per case (¹ fsync-per-write cases:
 N = {cfg.fsync_n:,}), {cfg.reps} reps per case, interleaved (rep 1 of every case,
-then rep 2, ...); each cell is the **median over reps**. Latencies are per
+then rep 2, ...; each hrm-memory case runs right after the peer it is compared
+with); each cell is the **median over reps** (² spread: half the range of
+ops/s over the reps, relative to the median). The ratio column is the median
+of the per-rep ratios (paired), not the ratio of the medians. Latencies are per
 operation (`time.perf_counter_ns` around each call, nearest-rank percentiles);
 ops/s is N over the wall time of the timed loop, so it includes the ~0.1 µs of
 the two clock reads (visible only for the dict).
@@ -88,12 +100,16 @@ the two clock reads (visible only for the dict).
   is warm (the OS page cache is; nothing was dropped). For hrm-memory "cold
   cache" each bucket's index is also built on its first read, inside the timing.
 - Persistent peers store `orjson.dumps(value)` and decode on read (as
-  hrm-memory does); dict and InMemoryStore keep the dict object.
+  hrm-memory does). dict and InMemoryStore keep the caller's dict and hand
+  the same object back; hrm-memory's hot tier keeps the JSON bytes and decodes
+  a fresh copy on every read (and checks on write that the value round-trips).
 - diskcache runs with its defaults (SQLite WAL, `synchronous=NORMAL`: no fsync
   per write). lmdb: one sub-database per namespace, one transaction per op.
-- hrm-memory: `MemoryManager(locking=False)`, tracing: {tracing_mode()}. The two
-  "OTel SDK provider" rows pass an SDK `TracerProvider` with no span processor
-  (spans are built and dropped): the cost of tracing once an SDK is configured.
+- hrm-memory: `MemoryManager(locking=False)`; tracing: {tracing_mode()}.
+  ³ "OTel SDK on" rows pass `tracer_provider=` an SDK `TracerProvider` whose
+  spans all go through a `SimpleSpanProcessor` to an exporter that discards
+  them. hrm-memory may finish spans on a background thread: their ops/s
+  include a final `provider.force_flush()` (p50/p99 do not).
 
 {bench_peers.table(results)}"""
 
@@ -170,6 +186,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     bench_open.add_arguments(p)  # --max-n --open-reps --footprint-n --no-peers-footprint
     p.add_argument("--out", type=Path, default=REPO_ROOT / "BENCHMARKS.md", help="report to write")
     p.add_argument("--note", help="a remark on the conditions of the run, printed under Machine")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="first wait up to this long for other processes to use < 25%% of the CPUs",
+    )
     return p.parse_args(argv)
 
 
@@ -180,11 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     peers_cfg = bench_peers.config_from(args)
     open_cfg = bench_open.config_from(args)
+    if args.wait_quiet > 0:
+        share = wait_until_quiet(args.wait_quiet * 60)
+        log(f"starting; other processes used {share:.0%} of the CPUs over the last 10 s")
     info = machine_info(args.dir)
     start = time.perf_counter()
+    load = OtherLoad()
     peers = bench_peers.run(peers_cfg)
+    info["CPU used by other processes: peers run"] = f"{load.share():.0%} of all CPUs (mean)"
     log("peers done:\n" + bench_peers.table(peers))
+    load = OtherLoad()
     opened = bench_open.run(open_cfg)
+    info["CPU used by other processes: open run"] = f"{load.share():.0%} of all CPUs (mean)"
     elapsed = time.perf_counter() - start
     report = render(argv, info, os.getloadavg(), args.note, peers, peers_cfg, opened, open_cfg, elapsed)
     args.out.write_text(report)

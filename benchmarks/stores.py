@@ -28,6 +28,10 @@ class Store(ABC):
     @abstractmethod
     def get(self, ns: int, key: str) -> Any: ...
 
+    def flush(self) -> None:
+        """Finish work the store left in the background (timed with the ops)."""
+        return None
+
     def close(self) -> None:
         return None
 
@@ -160,6 +164,7 @@ class HrmStore(Store):
         from shared.memory import MemoryManager, NamespaceSpec
 
         self.mm = MemoryManager(path, durability=durability, tracer_provider=tracer_provider)
+        self._provider = tracer_provider
         self._names = [f"bench.{tier}{i}" for i in range(N_NAMESPACES)]
         for name in self._names:
             self.mm.declare(NamespaceSpec(name, tier=tier))
@@ -169,6 +174,10 @@ class HrmStore(Store):
 
     def get(self, ns: int, key: str) -> Any:
         return self.mm.read(self._names[ns], key)
+
+    def flush(self) -> None:
+        if self._provider is not None:
+            self._provider.force_flush()  # spans still pending on a background thread
 
     def close(self) -> None:
         self.mm.close()

@@ -34,9 +34,12 @@ Why this shape:
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import secrets
+import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -105,15 +108,62 @@ def _salvage_key(line: bytes) -> str | None:
     return None
 
 
+class Generations:
+    """Per-namespace change counters in a small shared file (``.gen``), mapped
+    into memory by every process of the store.
+
+    A writer adds one to a bucket's counter after every append, compaction or
+    tail repair of that bucket; a reader whose index was fresh at counter
+    value *g* knows it still is while the counter reads *g*, without a
+    system call (the idea of SQLite's WAL index). An ``lstat`` is still made
+    when the counter moved, and at least once a second whatever it says, so a
+    change the counters cannot see (the file removed by hand) is noticed too.
+    Losing the file loses nothing but that shortcut."""
+
+    SIZE = N_BUCKETS * 8
+
+    def __init__(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        try:
+            size = os.fstat(fd).st_size
+            if size < self.SIZE:
+                # Real zeros, not ftruncate: a page of a sparse file would need
+                # a block on its first store, and on a full disk that store
+                # would kill the process with SIGBUS.
+                os.pwrite(fd, bytes(self.SIZE - size), size)
+                os.fsync(fd)
+            self._map = mmap.mmap(fd, self.SIZE)
+        finally:
+            os.close(fd)
+
+    def get(self, idx: int) -> int:
+        return _U64.unpack_from(self._map, idx * 8)[0]  # type: ignore[no-any-return]
+
+    def bump(self, idx: int) -> None:
+        _U64.pack_into(self._map, idx * 8, (_U64.unpack_from(self._map, idx * 8)[0] + 1) & 0xFFFFFFFFFFFFFFFF)
+
+    def close(self) -> None:
+        self._map.close()
+
+
+_U64 = struct.Struct("<Q")
+FULL_CHECK_SECONDS = 1.0
+
+
 class _Bucket:
     __slots__ = (
-        "path", "rel", "fd", "writable", "ino", "size", "tail", "index", "garbage", "corrupt", "unknown_after",
-        "lock", "loaded",
+        "path", "spath", "rel", "idx", "gens", "seen_gen", "checked_at", "fd", "writable", "ino", "size", "tail",
+        "index", "garbage", "corrupt", "unknown_after", "lock", "loaded",
     )
 
-    def __init__(self, path: Path, rel: str) -> None:
+    def __init__(self, path: Path, rel: str, idx: int, gens: Generations | None) -> None:
         self.path = path
+        self.spath = str(path)
         self.rel = rel
+        self.idx = idx
+        self.gens = gens  # the namespace's shared change counters (None: always stat)
+        self.seen_gen = -1  # counter value when the index was last known fresh
+        self.checked_at = 0.0
         self.fd: int | None = None
         self.writable = False
         self.ino: int | None = None
@@ -129,6 +179,7 @@ class _Bucket:
         self.loaded = False
 
     def reset(self) -> None:
+        self.seen_gen = -1
         self.ino = None
         self.size = self.tail = self.garbage = 0
         self.index = {}
@@ -159,6 +210,7 @@ class WarmTier:
         self.cache = cache
         self.on_change = on_change
         self._buckets: dict[tuple[str, int], _Bucket] = {}
+        self._gens: dict[str, Generations] = {}
         self._guard = threading.Lock()
         self._run_file: Path | None = None
         self._touched: set[str] = set()
@@ -176,9 +228,23 @@ class WarmTier:
                 b = self._buckets.get((namespace, index))
                 if b is None:
                     rel = f"{namespace}/{index:02x}.log"
-                    b = _Bucket(self.root / rel, rel)
+                    b = _Bucket(self.root / rel, rel, index, self._generations(namespace))
                     self._buckets[(namespace, index)] = b
         return b
+
+    def _generations(self, namespace: str) -> Generations | None:
+        """The namespace's shared counters; None until its directory exists
+        (then every read stats, as it must: there is nothing to read yet)."""
+        gens = self._gens.get(namespace)
+        if gens is None:
+            d = self.root / namespace
+            if not d.is_dir():
+                return None
+            try:
+                gens = self._gens[namespace] = Generations(d / ".gen")
+            except OSError:
+                return None  # read-only root or the like: stat every time
+        return gens
 
     def _buckets_of(self, namespace: str) -> list[_Bucket]:
         ensure_real_dirs(self.store_root, "warm", namespace)
@@ -203,8 +269,20 @@ class WarmTier:
         the path (a compaction in another process) is opened once and then
         scanned and read through that one descriptor, never by path again,
         so an index can never be paired with another file's bytes."""
+        gens = b.gens
+        if gens is not None:
+            gen = gens.get(b.idx)
+            now = time.monotonic()
+            if gen == b.seen_gen and now - b.checked_at < FULL_CHECK_SECONDS:
+                return b.ino is not None
+            ok = self._refresh_by_stat(b)
+            b.seen_gen, b.checked_at = gen, now
+            return ok
+        return self._refresh_by_stat(b)
+
+    def _refresh_by_stat(self, b: _Bucket) -> bool:
         try:
-            st = os.lstat(b.path)
+            st = os.lstat(b.spath)
         except NotADirectoryError:
             raise storage_error(OSError(errno.ENOTDIR, "not a directory"), "read", b.path.parent) from None
         except FileNotFoundError:
@@ -383,7 +461,18 @@ class WarmTier:
         if start == b.size + b.tail:
             b.size = end
             b.tail = 0
+        self._bump(b)
         return start + 1, len(line) - 2
+
+    def _bump(self, b: _Bucket) -> None:
+        """Tell other processes' readers that this bucket changed."""
+        if b.gens is None:
+            b.gens = self._generations(b.path.parent.name)
+        if b.gens is not None:
+            b.gens.bump(b.idx)
+            # Our own index is up to date with what we just did.
+            if b.seen_gen >= 0:
+                b.seen_gen = b.gens.get(b.idx)
 
     def _other_writers(self, b: _Bucket) -> bool:
         """True if a live process other than this one registered ``b``."""
@@ -417,6 +506,7 @@ class WarmTier:
         if self.fsync:
             os.fsync(fd)
         b.tail = 0
+        self._bump(b)
 
     def _register_touch(self, b: _Bucket) -> None:
         """Note (once per process) which bucket this process writes, so that a
@@ -641,6 +731,7 @@ class WarmTier:
                     os.close(out)
                 os.replace(tmp, b.path)
                 fsync_dir(b.path.parent)
+                self._bump(b)
             except OSError as exc:
                 # Disk full or the like: the bucket itself is untouched.
                 tmp.unlink(missing_ok=True)
@@ -716,6 +807,8 @@ class WarmTier:
                 continue
             for name in sorted(os.listdir(ns_dir)):
                 path = ns_dir / name
+                if name == ".gen":
+                    continue
                 if name.startswith(".") and name.endswith((".tmp", ".compact")):
                     owner = name.rsplit(".", 2)[-2]
                     if owner.isdigit() and _alive(int(owner)):
@@ -805,6 +898,9 @@ class WarmTier:
             for b in self._buckets.values():
                 self._close_fd(b)
             self._buckets.clear()
+            for gens in self._gens.values():
+                gens.close()
+            self._gens.clear()
         if self._run_file is not None:
             try:
                 self._run_file.unlink()

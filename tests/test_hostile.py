@@ -117,6 +117,7 @@ _LAYOUT = re.compile(
             r"traces/spans\.jsonl",
             rf"warm/{_NS_RE}",
             rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.log",
+            rf"warm/{_NS_RE}/\.gen",
             rf"cold/{_NS_RE}",
             rf"cold/{_NS_RE}/[0-9]{{6}}\.seg",
             rf"locks/(?:{_NS_RE}|meta\.namespaces)\.lock",
@@ -591,7 +592,7 @@ def _bucket_file_of(key: str, scratch: Path) -> str:
     """The warm log file name a key lands in, found by writing it in a scratch store."""
     with MemoryManager(scratch, durability="flush") as mm:
         mm.write(NS, key, 1)
-    (name,) = os.listdir(scratch / "warm" / NS)
+    (name,) = [n for n in os.listdir(scratch / "warm" / NS) if n.endswith(".log")]
     return name
 
 
