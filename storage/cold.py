@@ -21,6 +21,7 @@ import os
 import struct
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +46,8 @@ MAGIC = b"HRMc"
 SKIP = b"HRMz"  # a blanked damaged span (after check(fix=True)); scans as empty
 _HEAD = struct.Struct(">4sII")
 SEGMENT_BYTES = 64 * 1024 * 1024
-FRAME_RECORDS = 2048
+FRAME_RECORDS = 256  # small enough that a lookup decodes little, large enough to compress well
+FRAME_CACHE = 32  # decoded frames kept per process (a cold read of a recent frame skips zlib)
 
 
 def _encode_frame(records: list[Stored]) -> bytes:
@@ -72,6 +74,9 @@ class ColdTier:
         self.root = root / "cold"
         self.fsync = durability == "fsync"
         self._lock = threading.Lock()
+        # Frames are immutable once written (purge and repair rewrite the
+        # segment and clear this), so caching them decoded is safe.
+        self._frame_cache: OrderedDict[tuple[str, bytes], dict[str, Stored]] = OrderedDict()
 
     def _segments(self, namespace: str) -> list[Path]:
         ensure_real_dirs(self.store_root, "cold", namespace)
@@ -126,6 +131,24 @@ class ColdTier:
 
     def fetch(self, namespace: str, key: str, location: bytes) -> Stored:
         """The archived record of ``key`` at ``location``; raises CorruptRecord."""
+        frame = self._frame_cache.get((namespace, location))
+        if frame is None:
+            frame = self._read_frame(namespace, key, location)
+            with self._lock:
+                self._frame_cache[(namespace, location)] = frame
+                while len(self._frame_cache) > FRAME_CACHE:
+                    self._frame_cache.popitem(last=False)
+        found = frame.get(key)
+        if found is None:
+            raise CorruptRecord(
+                f"archived record {namespace}/{key!r} is missing from its frame",
+                namespace=namespace,
+                key=key,
+                path=str(self.root / namespace),
+            )
+        return found
+
+    def _read_frame(self, namespace: str, key: str, location: bytes) -> dict[str, Stored]:
         seg_name, _, off_text = location.decode().partition(":")
         path = self.root / namespace / f"{seg_name}.seg"
         try:
@@ -149,15 +172,7 @@ class ColdTier:
                 key=key,
                 path=str(path),
             )
-        found = [r for r in _decode_payload(payload) if r.key == key]
-        if not found:
-            raise CorruptRecord(
-                f"archived record {namespace}/{key!r} is missing from its frame",
-                namespace=namespace,
-                key=key,
-                path=str(path),
-            )
-        return found[-1]
+        return {r.key: r for r in _decode_payload(payload)}
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         """Every archived copy in ``namespace``, oldest first, one frame in
@@ -260,26 +275,21 @@ class ColdTier:
             elif len(span) >= _HEAD.size:
                 out[off : off + len(span)] = _HEAD.pack(SKIP, len(span) - _HEAD.size, 0) + bytes(len(span) - _HEAD.size)
         atomic_write(seg, bytes(out[:cut]))
+        self._frame_cache.clear()
 
-    def purge(self, namespace: str, keys: set[str] | None = None) -> int:
-        """Rewrite the archive of ``namespace`` without ``keys`` (all if None).
-        Return the number of archived copies removed."""
+    def purge(self, namespace: str) -> int:
+        """Remove the whole archive of ``namespace`` (consent revoked with
+        purge); return the number of archived copies removed. Whole-namespace
+        only on purpose: rewriting part of a segment would move the frames
+        that warm markers point at."""
         removed = 0
         with self._lock:
             for seg in self._segments(namespace):
-                kept: list[Stored] = []
                 for _off, payload in self._frames(seg):
-                    if payload is None:
-                        continue
-                    for r in _decode_payload(payload):
-                        if keys is None or r.key in keys:
-                            removed += 1
-                        else:
-                            kept.append(r)
-                data = b"".join(
-                    _encode_frame(kept[i : i + FRAME_RECORDS]) for i in range(0, len(kept), FRAME_RECORDS)
-                )
-                atomic_write(seg, data)
+                    if payload is not None:
+                        removed += len(_decode_payload(payload))
+                seg.unlink()
+            self._frame_cache.clear()
         return removed
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -48,6 +48,9 @@ SEGMENT_BYTES = 8 * 1024 * 1024
 KEEP_SEGMENTS = 8
 
 Callback = Callable[[Event], Any]
+_OP_CODE = {"write": "w", "delete": "d", "archive": "a"}
+_OP_NAME = {v: k for k, v in _OP_CODE.items()}
+_NO_TRACE = "0" * 32
 
 
 class CursorExpired(MemoryStoreError, LookupError):
@@ -108,8 +111,9 @@ class EventBus:
         log_events: bool = True,
     ) -> None:
         self.dir = root / "events"
-        self.token = secrets.token_hex(6)
-        self.origin = f"pid:{os.getpid()}"
+        # One field names the writer: "<pid>.<random>" (the random part tells
+        # two managers of one process apart).
+        self.token = f"{os.getpid()}.{secrets.token_hex(3)}"
         self.poll_interval = poll_interval
         self.log_events = log_events
         self._report_error = report_error
@@ -121,6 +125,7 @@ class EventBus:
         self._guard = threading.Lock()
         self._fd: int | None = None
         self._seg = 0
+        self._size = 0
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         self._pos: tuple[int, int] | None = None
@@ -216,13 +221,19 @@ class EventBus:
         return self.dir / f"{seg:06d}.log"
 
     def _append(self, op: str, namespace: str, key: str, version: int, trace_id: str) -> None:
-        body = orjson.dumps([time.time_ns() // 1000, self.origin, self.token, op, namespace, key, version, trace_id])
+        # Compact on purpose: the log is part of the store's footprint. An
+        # all-zero trace id (tracing off) is written as "".
+        tid = "" if trace_id == _NO_TRACE else trace_id
+        body = orjson.dumps([time.time_ns() // 1000, self.token, _OP_CODE[op], namespace, key, version, tid])
         line = b"\n%08x " % zlib.crc32(body) + body + b"\n"
         with self._guard:
             try:
                 fd = self._fd if self._fd is not None else self._open_latest()
                 os.write(fd, line)
-                if os.lseek(fd, 0, os.SEEK_CUR) >= SEGMENT_BYTES:
+                # A lower bound of the segment's size (other processes append
+                # too), so rolling happens at or a little past the limit.
+                self._size += len(line)
+                if self._size >= SEGMENT_BYTES:
                     self._roll()
             except OSError as exc:
                 # The change is committed already; failing the write now
@@ -239,6 +250,7 @@ class EventBus:
         segs = self._segments()
         self._seg = segs[-1] if segs else 1
         self._fd = os.open(self._path(self._seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        self._size = os.fstat(self._fd).st_size
         return self._fd
 
     def _roll(self) -> None:
@@ -249,7 +261,7 @@ class EventBus:
             fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
         except FileExistsError:  # another process rolled first
             fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | NOFOLLOW)
-        self._fd, self._seg = fd, nxt
+        self._fd, self._seg, self._size = fd, nxt, os.fstat(fd).st_size
         for old in self._segments()[:-KEEP_SEGMENTS]:
             self._path(old).unlink(missing_ok=True)
 
@@ -310,12 +322,14 @@ class EventBus:
         try:
             if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
                 return None
-            ts, origin, token, op, ns, key, version, trace_id = orjson.loads(line[9:])
-        except (ValueError, orjson.JSONDecodeError):
+            ts, token, op, ns, key, version, trace_id = orjson.loads(line[9:])
+            op = _OP_NAME[op]
+        except (ValueError, KeyError, orjson.JSONDecodeError):
             return None
         if skip_own and token == self.token:
             return None
-        return Event(op, ns, key, version, trace_id, "local" if token == self.token else origin)
+        origin = "local" if token == self.token else "pid:" + token.split(".", 1)[0]
+        return Event(op, ns, key, version, trace_id or _NO_TRACE, origin)
 
     # -- the watcher thread ---------------------------------------------------------
 
