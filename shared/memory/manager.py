@@ -295,7 +295,11 @@ class MemoryManager:
         codec = self._codec(spec)
         if codec is None:
             return data, 0
-        compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        # The compact form of checked JSON is JSON (the codec only renames
+        # keys and strings): a plain dump, without a second exactness check.
+        compact = orjson.dumps(codec.compact(value))
+        if len(compact) > spec.max_value_bytes:
+            compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
         return compact, TokensSaved(data, compact)
 
     def _get(self, op: str, namespace: str, key: str) -> Stored | None:

@@ -14,54 +14,9 @@ from typing import Any
 from adapters._doc import Doc, now_iso
 from adapters.runtime import get_manager
 
-PATTERN_CODES: dict[str, str] = {
-    # planning
-    "timeboxing": "Uses timeboxing to prevent analysis paralysis",
-    "exit_criteria": "Sets clear exit criteria (time OR outcome)",
-    "buffer_planning": "Builds buffers into schedules",
-    "risk_id": "Proactively identifies risks/bottlenecks",
-    # scheduling
-    "schedule_underest": "Underestimates how packed schedule is",
-    "calendar_desync": "Mental and actual calendar often desync",
-    "forgot_commit": "Discovers forgotten commitments",
-    "multi_horizon": "Juggles multiple time horizons simultaneously",
-    # communication
-    "struct_prefer": "Prefers structured breakdowns",
-    "numbers_not_bullets": "Prefers numbers over bullets",
-    "proactive_ok": "Open to being pushed/managed proactively",
-    "direct_feedback": "Gives direct, honest feedback",
-    # work
-    "fast_context_switch": "Fast context switching, high ADHD",
-    "multi_project": "Multiple concurrent projects",
-    "bottleneck_recurring": "Has recurring bottlenecks (people/processes)",
-}
-
-COACHING_CODES: dict[str, str] = {
-    # strategic thinking
-    "ask_impact": "Ask how tasks connect to strategies and north stars",
-    "surface_why": "Surface the 'why' behind tasks, not just status",
-    "strategic_questions": "Ask bigger picture questions, not just tactical",
-    "connect_layers": "Connect L2 tasks to L3 strategy to L4 identity",
-    # proactive behaviours
-    "challenge_alignment": "Challenge when tasks don't align to priorities",
-    "spot_overload": "Proactively spot schedule overload",
-    "suggest_drops": "Recommend what to drop, not just what to add",
-    "anticipate_conflicts": "Anticipate conflicts before they arise",
-    # communication adjustments
-    "match_altitude": "Match user's altitude (strategic vs tactical)",
-    "less_questions": "Lead with observations, fewer questions",
-    "push_harder": "User wants more direct pushback",
-    "more_concise": "Be more concise, less explanation",
-    # entry/opening format
-    "cap_with_question": "End entry statements with an important open-ended question",
-}
-
-RELATIONSHIP_CODES: dict[str, str] = {
-    "work_colleague": "wk",
-    "family": "fam",
-    "friend": "fr",
-    "service": "svc",
-}
+# The legacy code tables are the altitude codec's tables (one source of truth):
+# the same dicts, in the same order, re-exported under their legacy names.
+from namespaces.codecs import COACHING_CODES, PATTERN_CODES, RELATIONSHIP_CODES
 
 NAMESPACE = "altitude.compressed"
 KEY = "state"
