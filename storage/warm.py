@@ -43,7 +43,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -63,7 +63,12 @@ _CHUNK = 8 * 1024 * 1024
 # whose newest line is damaged: reads raise CorruptRecord until it is rewritten.
 Entry = tuple[str, int, int, int, int, int]
 
-Cache = Any  # anything with get(key) -> Stored | None and put(key, Stored)
+class Cache(Protocol):
+    """The read cache the warm tier consults (the hot tier's ReadCache)."""
+
+    def get(self, key: tuple[str, str]) -> Stored | None: ...
+
+    def put(self, key: tuple[str, str], stored: Stored) -> None: ...
 
 
 def bucket_of(key: str) -> int:
@@ -669,7 +674,7 @@ class WarmTier:
 
     def keys(self, namespace: str) -> list[tuple[str, int, int]]:
         """``(key, version, created_us)`` of every live (not archived) key."""
-        out = []
+        out: list[tuple[str, int, int]] = []
         for b in self._buckets_of(namespace):
             with b.lock:
                 self._refresh(b)

@@ -31,11 +31,11 @@ class UnknownConsentCategory(MemoryStoreError, ValueError):
 
 
 def check_category(category: object) -> str:
-    if category not in CATEGORIES:
+    if not isinstance(category, str) or category not in CATEGORIES:
         raise UnknownConsentCategory(
             f"unknown consent category {category!r}; expected one of {CATEGORIES}", category=category
         )
-    return category  # type: ignore[return-value]
+    return category
 
 
 class Consent:

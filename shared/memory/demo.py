@@ -35,7 +35,8 @@ def run_demo(mm: MemoryManager, out: TextIO) -> None:
     say("4. update: atomic read-modify-write (hot tier: this process only)")
     for _ in range(3):
         n = mm.update("focus.fast", "turns", lambda v: (v or 0) + 1)
-    say(f"   focus.fast/turns -> {n} (record persisted: {mm.get_record('focus.fast', 'turns').persisted})")
+    turns = mm.get_record("focus.fast", "turns")
+    say(f"   focus.fast/turns -> {n} (record persisted: {turns.persisted if turns else None})")
     say()
     say("5. scope: an HRM may write only its own namespaces")
     focus = mm.scope("focus")

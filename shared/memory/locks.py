@@ -115,8 +115,8 @@ class NamespaceLocks:
     def _file_lock(self, namespace: str) -> FileLock:
         if self._pid != os.getpid():
             # After fork: the inherited descriptors share the parent's locks.
-            for lock in self._files.values():
-                lock.close()
+            for inherited in self._files.values():
+                inherited.close()
             self._files.clear()
             self._threads.clear()
             self._pid = os.getpid()

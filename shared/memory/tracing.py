@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Callable
 import threading
 import time
 import weakref
@@ -57,7 +58,7 @@ try:
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
     from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision
 
-    _DEFAULT_SAMPLER = DEFAULT_ON.get_description()
+    _DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
     SdkTracerProvider = None  # type: ignore[assignment,misc]
@@ -94,7 +95,12 @@ def _resolve(attrs: dict[str, Any]) -> dict[str, Any]:
 class OpSpan:
     """The span of one operation, whatever the path. ``end`` exactly once."""
 
-    __slots__ = ("trace_id",)
+    __slots__ = ()
+
+    @property
+    def trace_id(self) -> str:
+        """The span's trace id as 32 hex digits."""
+        raise NotImplementedError
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         raise NotImplementedError
@@ -105,8 +111,11 @@ class _ApiSpan(OpSpan):
 
     def __init__(self, span: trace.Span) -> None:
         self.span = span
-        ctx = span.get_span_context()
-        self.trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
+
+    @property
+    def trace_id(self) -> str:
+        ctx = self.span.get_span_context()
+        return format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         if attrs:
@@ -125,6 +134,7 @@ class _DeferredSpan(OpSpan):
         self.rec = rec
         self.name = name
         self.attrs = attrs
+        self.parent: trace.SpanContext | None
         if parent.is_valid:
             self.parent = parent
             self.tid = parent.trace_id
@@ -132,8 +142,12 @@ class _DeferredSpan(OpSpan):
             self.parent = None
             self.tid = rec.new_trace_id()
         self.sid = rec.new_span_id()
-        self.trace_id = format(self.tid, "032x")
         self.start = _time_ns()
+
+    @property
+    def trace_id(self) -> str:
+        # Formatted on demand: only write() hands it out.
+        return format(self.tid, "032x")
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         end = _time_ns()
@@ -161,6 +175,8 @@ class _Recorder:
         self.thread: threading.Thread | None = None
         self.scope = InstrumentationScope("hrm-memory", _VERSION, _SCHEMA_URL)
         gen = provider.id_generator
+        self.new_trace_id: Callable[[], int]
+        self.new_span_id: Callable[[], int]
         if type(gen) is RandomIdGenerator:
             import random
 

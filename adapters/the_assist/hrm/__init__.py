@@ -1,6 +1,7 @@
-"""the_assist.hrm: only the session history is storage (Planner, Evaluator and
-the HRM loop call an LLM and are not adapted)."""
+"""the_assist.hrm: the storage parts (session history, intent). Planner,
+Evaluator and the HRM loop call an LLM and are not adapted."""
 
 from .history import SessionHistory, SessionRecord
+from .intent import IntentStore
 
-__all__ = ["SessionHistory", "SessionRecord"]
+__all__ = ["IntentStore", "SessionHistory", "SessionRecord"]

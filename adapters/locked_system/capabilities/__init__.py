@@ -1,0 +1,1 @@
+"""``locked_system.capabilities``: only note capture is storage (adapted)."""

@@ -1,0 +1,6 @@
+"""``locked_system.capabilities.note_capture``: the legacy import path of
+:mod:`adapters.locked_system.note_capture` (the same objects)."""
+
+from adapters.locked_system.note_capture import HEADERS, NoteCaptureCapability, NoteType, note_value
+
+__all__ = ["HEADERS", "NoteCaptureCapability", "NoteType", "note_value"]
