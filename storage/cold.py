@@ -148,6 +148,11 @@ class ColdTier:
             )
         return found
 
+    def forget(self, namespace: str, location: bytes) -> None:
+        """Drop a cached frame (it no longer matches what the warm tier says)."""
+        with self._lock:
+            self._frame_cache.pop((namespace, location), None)
+
     def _read_frame(self, namespace: str, key: str, location: bytes) -> dict[str, Stored]:
         seg_name, _, off_text = location.decode().partition(":")
         path = self.root / namespace / f"{seg_name}.seg"

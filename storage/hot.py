@@ -63,6 +63,12 @@ class HotTier:
         ns = self._data.get(namespace)
         return iter(list(ns.values())) if ns else iter(())
 
+    def oldest(self, namespace: str, n: int) -> list[Stored]:
+        """The ``n`` records created first (a dict keeps insertion order, and
+        an update keeps a key's place, so this is creation order)."""
+        ns = self._data.get(namespace) or {}
+        return [st for st, _ in zip(ns.values(), range(n))]
+
     def count(self, namespace: str) -> int:
         return len(self._data.get(namespace) or ())
 

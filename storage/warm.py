@@ -34,6 +34,7 @@ Why this shape:
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 import secrets
@@ -47,12 +48,14 @@ from typing import Any, Protocol
 
 import orjson
 
-from shared.memory.errors import CorruptRecord
+from shared.memory.errors import CorruptRecord, MemoryStoreError
 from shared.memory.locks import NamespaceLocks
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
 
 from shared.memory.fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, fsync_dir, make_dirs, quarantine, storage_error
+
+log = logging.getLogger("hrm_memory.warm")
 
 N_BUCKETS = 64
 COMPACT_MIN_GARBAGE = 256 * 1024
@@ -462,6 +465,13 @@ class WarmTier:
                 os.fdatasync(fd)
             except OSError as exc:
                 raise storage_error(exc, "fsync", b.path) from None
+        if not self.locks.cross_process and os.fstat(fd).st_nlink == 0:
+            # Another process compacted this bucket while we appended (the
+            # file we wrote to was renamed away): the compaction may not have
+            # copied our line. Write it again into the new file; a copy that
+            # did arrive is the same record, and applying it twice is harmless.
+            self._reload(b)
+            return self._append(namespace, b, line)
         start = end - len(line)
         if start == b.size + b.tail:
             b.size = end
@@ -474,10 +484,12 @@ class WarmTier:
         if b.gens is None:
             b.gens = self._generations(b.path.parent.name)
         if b.gens is not None:
+            before = b.gens.get(b.idx)
             b.gens.bump(b.idx)
-            # Our own index is up to date with what we just did.
-            if b.seen_gen >= 0:
-                b.seen_gen = b.gens.get(b.idx)
+            # Our index is up to date with what we just did, but only if no
+            # other process moved the counter meanwhile (say, by compacting).
+            if b.seen_gen == before:
+                b.seen_gen = before + 1
 
     def _other_writers(self, b: _Bucket) -> bool:
         """True if a live process other than this one registered ``b``."""
@@ -534,15 +546,17 @@ class WarmTier:
         self._run_file = path
         self._touched.add(b.rel)
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int) -> Stored:
+    def put(self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1) -> Stored:
+        """Commit ``value``; its version is the previous one + 1, and at least
+        ``min_version`` (for a value that already had versions elsewhere)."""
         b = self._bucket(namespace, bucket_of(key))
         with self.locks.thread_lock(namespace), b.lock:
             self._refresh(b)
             old = b.index.get(key)
             if old is None:
-                version, created = 1, now_us
+                version, created = max(1, min_version), now_us
             else:
-                version = old[1] + 1
+                version = max(old[1] + 1, min_version)
                 created = old[2] if old[0] in ("p", "a") else now_us
             line = encode_line("p", key, version, created, now_us, value)
             offset, length = self._append(namespace, b, line)
@@ -692,10 +706,18 @@ class WarmTier:
     # -- maintenance -----------------------------------------------------------
 
     def _maybe_compact(self, namespace: str, b: _Bucket) -> None:
-        if b.garbage > COMPACT_MIN_GARBAGE and b.garbage * 2 > b.size:
-            self.compact_bucket(namespace, b)
+        """Compact a bucket that is mostly garbage, as a side effect of a
+        write that has already committed: so it never waits for another
+        process's lock, never raises (the write succeeded), and never touches
+        a bucket holding damage (that is check(fix=True)'s to report and
+        repair, not a write's to sweep away)."""
+        if b.garbage > COMPACT_MIN_GARBAGE and b.garbage * 2 > b.size and not b.corrupt and not b.tail:
+            try:
+                self.compact_bucket(namespace, b, wait=False)
+            except MemoryStoreError as exc:
+                log.info("compaction of %s postponed: %s", b.rel, exc)
 
-    def compact_bucket(self, namespace: str, b: _Bucket) -> int:
+    def compact_bucket(self, namespace: str, b: _Bucket, *, wait: bool = True) -> int:
         """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
 
         Damaged lines are copied to ``quarantine/`` first. Runs under the
@@ -703,7 +725,7 @@ class WarmTier:
         compactions never race; a plain writer of another process (locking
         off) that appends meanwhile is not lost: its line lands after the
         rename's cut-off and is copied over below."""
-        with self.locks.hold(namespace, cross_process=True), b.lock:
+        with self.locks.hold(namespace, cross_process=True, wait=wait), b.lock:
             if not self._refresh(b):
                 return 0
             if b.tail:

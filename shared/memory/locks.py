@@ -47,8 +47,8 @@ class FileLock:
                 raise storage_error(exc, "open lock file", self.path) from None
         return self._fd
 
-    def acquire(self) -> None:
-        deadline = time.monotonic() + self.timeout
+    def acquire(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         delay = 0.00005
         while True:
             fd = self._open()
@@ -129,17 +129,18 @@ class NamespaceLocks:
             lock = self._files[namespace] = FileLock(self.lock_dir / f"{namespace}.lock", self.timeout)
         return lock
 
-    def hold(self, namespace: str, *, cross_process: bool | None = None) -> Any:
+    def hold(self, namespace: str, *, cross_process: bool | None = None, wait: bool = True) -> Any:
         """A context manager holding the namespace's lock; across processes
         too when locking is on (or ``cross_process=True`` forces it, as
         compaction does).
 
         Without the file lock this is the bare ``threading.RLock`` (a C-level
         context manager: the common single-process path pays ~0.1 us).
-        Raises :class:`LockTimeout` (a ``TimeoutError``) after ``timeout`` s."""
+        Raises :class:`LockTimeout` (a ``TimeoutError``) after ``timeout`` s,
+        or at once when ``wait`` is False and another process holds it."""
         if not (self.cross_process if cross_process is None else cross_process):
             return self.thread_lock(namespace)
-        return _Held(self, namespace)
+        return _Held(self, namespace, None if wait else 0.0)
 
     def close(self) -> None:
         for lock in self._files.values():
@@ -151,11 +152,12 @@ class _Held:
     """Thread lock, then file lock; re-entrant through a per-thread depth, so
     that an operation holding the namespace may call another that takes it."""
 
-    __slots__ = ("locks", "namespace", "thread", "file", "outer")
+    __slots__ = ("locks", "namespace", "timeout", "thread", "file", "outer")
 
-    def __init__(self, locks: NamespaceLocks, namespace: str) -> None:
+    def __init__(self, locks: NamespaceLocks, namespace: str, timeout: float | None) -> None:
         self.locks = locks
         self.namespace = namespace
+        self.timeout = timeout
 
     def __enter__(self) -> None:
         self.thread = self.locks.thread_lock(self.namespace)
@@ -167,7 +169,7 @@ class _Held:
         if self.outer:
             try:
                 self.file = self.locks._file_lock(self.namespace)
-                self.file.acquire()
+                self.file.acquire(self.timeout)
             except BaseException:
                 self.thread.release()
                 raise

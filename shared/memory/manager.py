@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from . import values
 from . import fsutil as _fs
-from .errors import AccessDenied, CorruptRecord, MemoryStoreError, StoreClosed
+from .errors import AccessDenied, CorruptRecord, InvalidNamespace, MemoryStoreError, StorageError, StoreClosed
 from .locks import NamespaceLocks
 from .records import Event, Finding, Record, Stored
 from .spec import NamespaceSpec, Registry, check_key, check_namespace
@@ -118,7 +118,12 @@ class MemoryManager:
         self.locking = bool(locking)
         self.durability = durability
         self._closed = False
-        _fs.make_dirs(self.root, durable=durability == "fsync")
+        try:
+            _fs.make_dirs(self.root, durable=durability == "fsync")
+        except OSError as exc:
+            raise _fs.storage_error(exc, "create the store root", self.root) from None
+        if not self.root.is_dir():
+            raise StorageError(f"store root {self.root} is not a directory", path=str(self.root))
         if namespaces is None:
             from namespaces import seed
 
@@ -186,7 +191,14 @@ class MemoryManager:
         self._registry.declare(spec)
         with self._locks.hold("meta.namespaces", cross_process=True):
             declared = self._read_declared()
-            if declared.get(spec.name) != spec.to_dict():
+            stored = declared.get(spec.name)
+            if stored is not None and stored != spec.to_dict():
+                # Declared differently by another process: never overwrite a
+                # declaration (it may carry a consent gate) from here.
+                raise InvalidNamespace(
+                    f"namespace {spec.name!r} is already declared differently in this store", namespace=spec.name
+                )
+            if stored is None:
                 declared[spec.name] = spec.to_dict()
                 path = self.root / "meta" / "namespaces.json"
                 _fs.make_dirs(path.parent, durable=True)
@@ -198,6 +210,8 @@ class MemoryManager:
             data = (self.root / "meta" / "namespaces.json").read_bytes()
         except FileNotFoundError:
             return {}
+        except OSError as exc:
+            raise _fs.storage_error(exc, "read", self.root / "meta" / "namespaces.json") from None
         path = self.root / "meta" / "namespaces.json"
         try:
             declared = orjson.loads(data)
@@ -344,8 +358,8 @@ class MemoryManager:
             with self._locks.hold(namespace):
                 stored = self._put(spec, key, data, imported)
                 self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
-            if spec.max_keys is not None:
-                self._enforce_cap(spec, trace_id)
+            if spec.max_keys is not None and stored.created_us == stored.updated_us:
+                self._enforce_cap(spec, trace_id)  # only a new key can exceed the cap
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -390,8 +404,25 @@ class MemoryManager:
                 return shadow
         stored = self._warm.get(spec.name, key)
         if stored is not None and stored.tier == "cold":
-            stored = self._cold.fetch(spec.name, key, stored.value)
+            stored = self._fetch_cold(spec.name, key, stored)
         return stored
+
+    def _fetch_cold(self, namespace: str, key: str, marker: Stored) -> Stored:
+        """The archived copy a warm marker points at, checked to be the
+        version the marker names (a cached frame may be out of date if
+        another process purged and re-archived)."""
+        found = self._cold.fetch(namespace, key, marker.value)
+        if found.version != marker.version:
+            self._cold.forget(namespace, marker.value)
+            found = self._cold.fetch(namespace, key, marker.value)
+            if found.version != marker.version:
+                raise CorruptRecord(
+                    f"archived record {namespace}/{key!r}: version {found.version} where the marker says "
+                    f"{marker.version}",
+                    namespace=namespace,
+                    key=key,
+                )
+        return found
 
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
@@ -403,6 +434,8 @@ class MemoryManager:
         never lose one another. If ``fn`` raises, nothing is stored and the
         exception propagates."""
         self._check_open()
+        if not callable(fn):
+            raise InvalidArgument(f"update() needs a function of the current value, not {type(fn).__name__}")
         span = self._tracing.start("update", namespace, key)
         trace_id = current_trace_id(span)
         try:
@@ -414,8 +447,8 @@ class MemoryManager:
                 data, saved = self._encode(spec, key, new)
                 stored = self._put(spec, key, data)
                 self._events.record("write", namespace, key, stored.version, trace_id, stored.tier != "hot")
-            if spec.max_keys is not None:
-                self._enforce_cap(spec, trace_id)
+            if spec.max_keys is not None and stored.created_us == stored.updated_us:
+                self._enforce_cap(spec, trace_id)  # only a new key can exceed the cap
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
@@ -654,7 +687,7 @@ class MemoryManager:
         n = 0
         with self._locks.hold(namespace):
             for st in list(self._hot.scan(namespace)):
-                stored = self._warm.put(namespace, st.key, st.value, _now_us())
+                stored = self._warm.put(namespace, st.key, st.value, _now_us(), min_version=st.version)
                 self._hot.delete(namespace, st.key, _now_us())
                 self._events.record("write", namespace, st.key, stored.version, current_trace_id(None), True)
                 n += 1
@@ -745,8 +778,7 @@ class MemoryManager:
             if spec.tier == "hot":
                 excess = self._hot.count(spec.name) - spec.max_keys
                 if excess > 0:
-                    oldest = sorted(self._hot.scan(spec.name), key=lambda s: (s.created_us, s.key))[:excess]
-                    for st in oldest:
+                    for st in self._hot.oldest(spec.name, excess):
                         self._hot.delete(spec.name, st.key, _now_us())
                         self._events.record("delete", spec.name, st.key, st.version + 1, trace_id, False)
                 return
