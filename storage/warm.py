@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import errno
 import logging
-import mmap
 import os
 import secrets
-import struct
 import threading
 import time
 import zlib
@@ -53,7 +51,16 @@ from shared.memory.locks import NamespaceLocks
 from shared.memory.records import Finding, Stored
 from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
 
-from shared.memory.fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, fsync_dir, make_dirs, quarantine, storage_error
+from shared.memory.fsutil import (
+    FILE_MODE,
+    NOFOLLOW,
+    SharedCounters,
+    ensure_real_dirs,
+    fsync_dir,
+    make_dirs,
+    quarantine,
+    storage_error,
+)
 
 log = logging.getLogger("hrm_memory.warm")
 
@@ -116,9 +123,9 @@ def _salvage_key(line: bytes) -> str | None:
     return None
 
 
-class Generations:
-    """Per-namespace change counters in a small shared file (``.gen``), mapped
-    into memory by every process of the store.
+class Generations(SharedCounters):
+    """Per-namespace change counters (``.gen``), one per bucket, mapped into
+    memory by every process of the store.
 
     A writer adds one to a bucket's counter after every append, compaction or
     tail repair of that bucket; a reader whose index was fresh at counter
@@ -128,33 +135,10 @@ class Generations:
     change the counters cannot see (the file removed by hand) is noticed too.
     Losing the file loses nothing but that shortcut."""
 
-    SIZE = N_BUCKETS * 8
-
     def __init__(self, path: Path) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
-        try:
-            size = os.fstat(fd).st_size
-            if size < self.SIZE:
-                # Real zeros, not ftruncate: a page of a sparse file would need
-                # a block on its first store, and on a full disk that store
-                # would kill the process with SIGBUS.
-                os.pwrite(fd, bytes(self.SIZE - size), size)
-                os.fsync(fd)
-            self._map = mmap.mmap(fd, self.SIZE)
-        finally:
-            os.close(fd)
-
-    def get(self, idx: int) -> int:
-        return _U64.unpack_from(self._map, idx * 8)[0]  # type: ignore[no-any-return]
-
-    def bump(self, idx: int) -> None:
-        _U64.pack_into(self._map, idx * 8, (_U64.unpack_from(self._map, idx * 8)[0] + 1) & 0xFFFFFFFFFFFFFFFF)
-
-    def close(self) -> None:
-        self._map.close()
+        super().__init__(path, N_BUCKETS)
 
 
-_U64 = struct.Struct("<Q")
 FULL_CHECK_SECONDS = 1.0
 
 
@@ -484,8 +468,7 @@ class WarmTier:
         if b.gens is None:
             b.gens = self._generations(b.path.parent.name)
         if b.gens is not None:
-            before = b.gens.get(b.idx)
-            b.gens.bump(b.idx)
+            before = b.gens.bump(b.idx)
             # Our index is up to date with what we just did, but only if no
             # other process moved the counter meanwhile (say, by compacting).
             if b.seen_gen == before:

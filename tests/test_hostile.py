@@ -114,6 +114,7 @@ _LAYOUT = re.compile(
         [
             r"(warm|cold|locks|meta|run|quarantine|events|traces)",
             r"events/[0-9]{6}\.log",
+            r"events/\.(?:lock|seg)",
             r"traces/spans\.jsonl",
             rf"warm/{_NS_RE}",
             rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.log",

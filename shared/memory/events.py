@@ -19,11 +19,16 @@ missed), and works where inotify does not (several NFS clients); polling one
 ``stat`` every 5 ms costs well under 1% of a core.
 
 Segments roll over at ``SEGMENT_BYTES``; the newest ``KEEP_SEGMENTS`` are
-kept. A cursor older than that raises :class:`CursorExpired`.
+kept. A cursor older than that raises :class:`CursorExpired`. Appends hold a
+shared ``flock`` on ``events/.lock`` and a roll holds it exclusively, and the
+current segment number is a memory-mapped counter (``events/.seg``): so once
+segment N+1 exists nothing more lands in N, and a reader never leaves a
+segment before it is complete, whichever process writes.
 """
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import logging
 import os
@@ -39,7 +44,7 @@ from typing import Any
 import orjson
 
 from .errors import MemoryStoreError
-from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, make_dirs
+from .fsutil import FILE_MODE, NOFOLLOW, SharedCounters, ensure_real_dirs, make_dirs
 from .records import Event
 
 log = logging.getLogger("hrm_memory.events")
@@ -71,6 +76,17 @@ class Subscription:
         self.callback = callback
         self.remote = remote
         self.active = True
+        # While a replay (subscribe(since=...)) is being delivered, live
+        # remote events queue here instead of being called at once.
+        self.backlog: list[Event] | None = None
+        self.backlog_lock = threading.Lock()
+
+    def deliver_remote(self, event: Event, call: Callable[[Subscription, Event], None]) -> None:
+        with self.backlog_lock:
+            if self.backlog is not None:
+                self.backlog.append(event)
+                return
+        call(self, event)
 
     def matches(self, event: Event) -> bool:
         return fnmatch.fnmatchcase(event.namespace, self.namespace) and (
@@ -125,7 +141,8 @@ class EventBus:
         self._guard = threading.Lock()
         self._fd: int | None = None
         self._seg = 0
-        self._size = 0
+        self._lock_fd: int | None = None
+        self._counter: SharedCounters | None = None
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         self._pos: tuple[int, int] | None = None
@@ -142,6 +159,7 @@ class EventBus:
         self, namespace: str, callback: Callback, key: str = "*", remote: bool = True, since: str | None = None
     ) -> Subscription:
         sub = Subscription(self, namespace, key, callback, remote)
+        replay: list[Event] = []
         with self._guard:
             self._subs = [*self._subs, sub]
             if remote:
@@ -149,15 +167,27 @@ class EventBus:
                     if self._pos is None:
                         self._pos = _parse_cursor(self.cursor())
                     if since is not None:
-                        # Replay what was missed up to where the watcher is,
-                        # under the read lock, so nothing is delivered twice
-                        # or skipped at the seam.
-                        events, _ = self._read(_parse_cursor(since), upto=self._pos)
-                        for ev in events:
-                            if sub.matches(ev):
-                                self._call(sub, ev)
+                        # What was missed, up to where the watcher is; live
+                        # events after that wait in the backlog until the
+                        # replay is delivered, so nothing is skipped, doubled
+                        # or reordered at the seam.
+                        replay, _ = self._read(_parse_cursor(since), upto=self._pos)
+                        sub.backlog = []
                     self._remote = [*self._remote, sub]
                 self._ensure_watcher()
+        if since is not None:
+            # Callbacks run outside every lock (one may write to the store).
+            for ev in replay:
+                if sub.matches(ev):
+                    self._call(sub, ev)
+            while True:
+                with sub.backlog_lock:
+                    pending, sub.backlog = sub.backlog or [], ([] if sub.backlog else None)
+                    if not pending:
+                        sub.backlog = None
+                        break
+                for ev in pending:
+                    self._call(sub, ev)
         return sub
 
     def _remove(self, sub: Subscription) -> None:
@@ -228,42 +258,65 @@ class EventBus:
         line = b"\n%08x " % zlib.crc32(body) + body + b"\n"
         with self._guard:
             try:
-                fd = self._fd if self._fd is not None else self._open_latest()
-                os.write(fd, line)
-                # A lower bound of the segment's size (other processes append
-                # too), so rolling happens at or a little past the limit.
-                self._size += len(line)
-                if self._size >= SEGMENT_BYTES:
-                    self._roll()
+                self._append_shared(line)
             except OSError as exc:
                 # The change is committed already; failing the write now
                 # would report a committed change as failed. Other processes
                 # miss this signal (the framing keeps a partial line from
                 # harming the next), and the gap is logged.
                 self.gaps += 1
-                log.warning("signal log: could not record %s %s/%s (%s); subscribers in other processes miss it",
-                            op, namespace, key, exc)
+                log.warning(
+                    "signal log: could not record %s %s/%s (%s); subscribers in other processes miss it",
+                    op, namespace, key, exc,
+                )
 
-    def _open_latest(self) -> int:
+    def _append_shared(self, line: bytes) -> None:
+        """Append under a shared flock on ``events/.lock``; a roll to the next
+        segment takes it exclusively. So no process ever appends to a segment
+        once its successor exists, and a reader may treat a segment as final
+        as soon as the next one is there."""
+        lock_fd = self._lock_fd if self._lock_fd is not None else self._open_shared()
+        fcntl.flock(lock_fd, fcntl.LOCK_SH)
+        try:
+            assert self._counter is not None
+            current = self._counter.get(0) or 1
+            if current != self._seg or self._fd is None:
+                self._switch(current)
+            assert self._fd is not None
+            os.write(self._fd, line)
+            full = os.lseek(self._fd, 0, os.SEEK_CUR) >= SEGMENT_BYTES
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        if full:
+            self._roll(current)
+
+    def _open_shared(self) -> int:
         ensure_real_dirs(self.dir.parent, "events")
         make_dirs(self.dir, durable=False)
-        segs = self._segments()
-        self._seg = segs[-1] if segs else 1
-        self._fd = os.open(self._path(self._seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
-        self._size = os.fstat(self._fd).st_size
-        return self._fd
+        self._counter = SharedCounters(self.dir / ".seg", 1)
+        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        return self._lock_fd
 
-    def _roll(self) -> None:
-        assert self._fd is not None
-        os.close(self._fd)
-        nxt = self._seg + 1
+    def _switch(self, seg: int) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self._path(seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        self._seg = seg
+
+    def _roll(self, seg: int) -> None:
+        assert self._lock_fd is not None and self._counter is not None
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         try:
-            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
-        except FileExistsError:  # another process rolled first
-            fd = os.open(self._path(nxt), os.O_WRONLY | os.O_APPEND | NOFOLLOW)
-        self._fd, self._seg, self._size = fd, nxt, os.fstat(fd).st_size
-        for old in self._segments()[:-KEEP_SEGMENTS]:
-            self._path(old).unlink(missing_ok=True)
+            if (self._counter.get(0) or 1) != seg:
+                return  # another process rolled first
+            nxt = seg + 1
+            os.close(os.open(self._path(nxt), os.O_WRONLY | os.O_CREAT | NOFOLLOW, FILE_MODE))
+            self._counter.set(0, nxt)
+            self._switch(nxt)
+            for old in self._segments()[:-KEEP_SEGMENTS]:
+                self._path(old).unlink(missing_ok=True)
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def cursor(self) -> str:
         """The position just after the last logged event, as ``"SEG:OFFSET"``."""
@@ -294,27 +347,33 @@ class EventBus:
             )
         events: list[Event] = []
         while True:
-            path = self._path(seg)
-            limit = None if upto is None or seg < upto[0] else upto[1]
             if upto is not None and seg > upto[0]:
                 break
-            try:
-                with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as f:
-                    f.seek(off)
-                    data = f.read() if limit is None else f.read(max(0, limit - off))
-            except FileNotFoundError:
-                data = b""
-            consumed = data.rfind(b"\n") + 1
-            for line in data[:consumed].split(b"\n"):
-                ev = self._parse(line, skip_own)
-                if ev is not None:
-                    events.append(ev)
-            off += consumed
-            if any(s > seg for s in segs) and (upto is None or seg < upto[0]) and consumed == len(data):
-                seg, off = seg + 1, 0
-                continue
-            break
+            limit = None if upto is None or seg < upto[0] else upto[1]
+            off = self._read_segment(seg, off, limit, skip_own, events)
+            if limit is not None or not self._path(seg + 1).exists():
+                break
+            # The next segment exists, so nothing more is appended to this one
+            # (rolls wait for every appender): take what landed since, move on.
+            off = self._read_segment(seg, off, None, skip_own, events)
+            seg, off = seg + 1, 0
         return events, (seg, off)
+
+    def _read_segment(self, seg: int, off: int, limit: int | None, skip_own: bool, out: list[Event]) -> int:
+        """Append the complete lines of segment ``seg`` from ``off`` (to
+        ``limit``) to ``out``; return the offset after the last one."""
+        try:
+            with os.fdopen(os.open(self._path(seg), os.O_RDONLY | NOFOLLOW), "rb") as f:
+                f.seek(off)
+                data = f.read() if limit is None else f.read(max(0, limit - off))
+        except FileNotFoundError:
+            return off
+        consumed = data.rfind(b"\n") + 1
+        for line in data[:consumed].split(b"\n"):
+            ev = self._parse(line, skip_own)
+            if ev is not None:
+                out.append(ev)
+        return off + consumed
 
     def _parse(self, line: bytes, skip_own: bool) -> Event | None:
         if len(line) < 10:
@@ -349,22 +408,38 @@ class EventBus:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_interval):
-            pos = self._pos
-            if pos is None:
-                continue
             try:
-                size = os.stat(self._path(pos[0])).st_size
-            except FileNotFoundError:
-                size = 0
-            if size <= pos[1] and (size < SEGMENT_BYTES or not self._path(pos[0] + 1).exists()):
-                continue
-            with self._read_lock:
-                events, self._pos = self._read(self._pos or pos, upto=None)
-                remote = self._remote
-            for ev in events:
-                for sub in remote:
-                    if sub.active and sub.matches(ev):
-                        self._call(sub, ev)
+                self._poll()
+            except Exception:  # noqa: BLE001 - a dead watcher would lose every later event
+                log.exception("signal log watcher: poll failed; retrying")
+
+    def _poll(self) -> None:
+        pos = self._pos
+        if pos is None:
+            return
+        try:
+            size = os.stat(self._path(pos[0])).st_size
+        except FileNotFoundError:
+            segs = self._segments()
+            if segs and segs[0] > pos[0]:
+                # We fell behind the kept segments (a long pause): say so and
+                # go on from the oldest one there is.
+                log.warning(
+                    "signal log: segments %d..%d were removed before this process read them; "
+                    "events in them were missed", pos[0], segs[0] - 1,
+                )
+                with self._read_lock:
+                    self._pos = (segs[0], 0)
+            return
+        if size <= pos[1] and not self._path(pos[0] + 1).exists():
+            return
+        with self._read_lock:
+            events, self._pos = self._read(self._pos or pos, upto=None)
+            remote = self._remote
+        for ev in events:
+            for sub in remote:
+                if sub.active and sub.matches(ev):
+                    sub.deliver_remote(ev, self._call)
 
     def close(self) -> None:
         self._stop_watcher()
@@ -376,3 +451,9 @@ class EventBus:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            if self._counter is not None:
+                self._counter.close()
+                self._counter = None

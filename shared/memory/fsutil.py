@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import stat
+import struct
 from pathlib import Path
 
 from .errors import StorageError
@@ -108,3 +110,42 @@ def quarantine(root: Path, relpath: str, data: bytes, tag: str) -> Path:
     target = qdir / name
     atomic_write(target, data)
     return target
+
+
+_U64 = struct.Struct("<Q")
+
+
+class SharedCounters:
+    """``n`` unsigned 64-bit counters in a small file, memory-mapped so that
+    every process of the store reads and bumps them without a system call.
+
+    The file is written out with real zeros when created (never a sparse
+    ``ftruncate``): a store into a page of a sparse file needs a block, and
+    on a full disk that store would kill the process with SIGBUS."""
+
+    def __init__(self, path: Path, n: int) -> None:
+        size = n * 8
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        try:
+            have = os.fstat(fd).st_size
+            if have < size:
+                os.pwrite(fd, bytes(size - have), have)
+                os.fsync(fd)
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+
+    def get(self, i: int) -> int:
+        return int(_U64.unpack_from(self._map, i * 8)[0])
+
+    def set(self, i: int, value: int) -> None:
+        _U64.pack_into(self._map, i * 8, value & 0xFFFFFFFFFFFFFFFF)
+
+    def bump(self, i: int) -> int:
+        """Add one; return the value before."""
+        before = self.get(i)
+        self.set(i, before + 1)
+        return before
+
+    def close(self) -> None:
+        self._map.close()
