@@ -116,17 +116,25 @@ class ColdTier:
                         raise storage_error(exc, "write", seg) from None
                     end = os.lseek(fd, 0, os.SEEK_CUR)
                     if n != len(frame):
-                        os.ftruncate(fd, end - n)
-                        raise storage_error(OSError(28, "short write"), "write", seg)
+                        try:
+                            os.ftruncate(fd, end - n)
+                        finally:
+                            raise storage_error(OSError(28, "short write"), "write", seg)
                     loc = f"{seg.stem}:{end - len(frame)}".encode()
                     locations.extend([loc] * len(batch))
                 # The warm markers are written only after this fsync: a record
                 # is always in at least one tier, never in neither.
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise storage_error(exc, "fsync", seg) from None
             finally:
                 os.close(fd)
             if new:
-                fsync_dir(d)
+                try:
+                    fsync_dir(d)
+                except OSError as exc:
+                    raise storage_error(exc, "fsync", d) from None
             return locations
 
     def fetch(self, namespace: str, key: str, location: bytes) -> Stored:
@@ -293,8 +301,15 @@ class ColdTier:
                 for _off, payload in self._frames(seg):
                     if payload is not None:
                         removed += len(_decode_payload(payload))
-                seg.unlink()
+                try:
+                    seg.unlink()
+                except OSError as exc:
+                    raise storage_error(exc, "remove", seg) from None
             self._frame_cache.clear()
+            try:
+                fsync_dir(self.root / namespace)
+            except OSError:
+                pass  # nothing left to make durable, or the directory went with it
         return removed
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -56,10 +56,12 @@ from shared.memory.fsutil import (
     NOFOLLOW,
     SharedCounters,
     ensure_real_dirs,
+    frame,
     fsync_dir,
     make_dirs,
     quarantine,
     storage_error,
+    unframe,
 )
 
 log = logging.getLogger("hrm_memory.warm")
@@ -86,29 +88,24 @@ def bucket_of(key: str) -> int:
 
 
 def encode_line(op: str, key: str, version: int, created: int, updated: int, value: bytes) -> bytes:
-    body = orjson.dumps([op, key, version, created, updated]) + b"\t" + value
-    return b"\n%08x " % zlib.crc32(body) + body + b"\n"
+    return frame(orjson.dumps([op, key, version, created, updated]) + b"\t" + value)
 
 
 def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
     """``(header, value)`` of a line whose checksum holds, else None."""
-    if len(line) < 12 or line[8:9] != b" ":
+    body = unframe(line)
+    if body is None:
         return None
-    try:
-        if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
-            return None
-    except ValueError:
-        return None
-    tab = line.find(b"\t", 9)
+    tab = body.find(b"\t")
     if tab < 0:
         return None
     try:
-        header = orjson.loads(line[9:tab])
+        header = orjson.loads(body[:tab])
     except orjson.JSONDecodeError:
         return None
     if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
         return None
-    return header, line[tab + 1 :]
+    return header, body[tab + 1 :]
 
 
 def _salvage_key(line: bytes) -> str | None:
@@ -193,14 +190,12 @@ class WarmTier:
         locks: NamespaceLocks,
         durability: str = "fsync",
         cache: Cache | None = None,
-        on_change: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store_root = root
         self.root = root / "warm"
         self.locks = locks
         self.fsync = durability == "fsync"
         self.cache = cache
-        self.on_change = on_change
         self._buckets: dict[tuple[str, int], _Bucket] = {}
         self._gens: dict[str, Generations] = {}
         self._guard = threading.Lock()
@@ -499,12 +494,15 @@ class WarmTier:
         Called with the namespace lock held by the only writer, so the tail
         cannot be a write still in flight."""
         fd = self._open_fd(b)
-        data = os.pread(fd, b.tail, b.size)
-        if data:
-            quarantine(self.store_root, f"warm/{b.rel}", data, f"torn-{b.size}")
-        os.ftruncate(fd, b.size)
-        if self.fsync:
-            os.fsync(fd)
+        try:
+            data = os.pread(fd, b.tail, b.size)
+            if data:
+                quarantine(self.store_root, f"warm/{b.rel}", data, f"torn-{b.size}")
+            os.ftruncate(fd, b.size)
+            if self.fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            raise storage_error(exc, "repair the torn end of", b.path) from None
         b.tail = 0
         self._bump(b)
 
@@ -654,7 +652,10 @@ class WarmTier:
                 lo = entries[0][1][4]
                 hi = entries[-1][1][4] + entries[-1][1][5]
                 fd = b.fd if b.fd is not None else self._open_existing(b)
-                data = os.pread(fd, hi - lo, lo)
+                try:
+                    data = os.pread(fd, hi - lo, lo)
+                except OSError as exc:
+                    raise storage_error(exc, "read", b.path) from None
                 out = []
                 for k, e in entries:
                     line = data[e[4] - lo : e[4] - lo + e[5]]
@@ -715,8 +716,11 @@ class WarmTier:
                 self._repair_tail(b)
             fd = self._open_fd(b)
             old_size = b.size
-            for off, length in b.corrupt:
-                quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
+            try:
+                for off, length in b.corrupt:
+                    quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
+            except OSError as exc:
+                raise storage_error(exc, "move damaged bytes aside from", b.path) from None
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
             new_index: dict[str, Entry] = {}
@@ -749,8 +753,11 @@ class WarmTier:
             # A writer of another process that does not take the file lock
             # (locking off) may have appended to the old inode after our scan:
             # carry those lines over to the new file.
-            extra_end = os.fstat(fd).st_size
-            extra = os.pread(fd, extra_end - old_size, old_size) if extra_end > old_size else b""
+            try:
+                extra_end = os.fstat(fd).st_size
+                extra = os.pread(fd, extra_end - old_size, old_size) if extra_end > old_size else b""
+            except OSError as exc:
+                raise storage_error(exc, "compact", b.path) from None
             self._close_fd(b)
             reclaimed = old_size - pos
             b.reset()
@@ -760,9 +767,12 @@ class WarmTier:
             new_fd = self._open_fd(b)
             b.ino = os.fstat(new_fd).st_ino
             if extra:
-                os.write(new_fd, extra)
-                if self.fsync:
-                    os.fdatasync(new_fd)
+                try:
+                    _write_all(new_fd, extra)
+                    if self.fsync:
+                        os.fdatasync(new_fd)
+                except OSError as exc:
+                    raise storage_error(exc, "compact", b.path) from None
                 self._refresh(b)
             return reclaimed
 
@@ -838,14 +848,15 @@ class WarmTier:
         return findings
 
     def _check_bucket(self, namespace: str, idx: int, fix: bool) -> list[Finding]:
-        findings = []
+        findings: list[Finding] = []
         b = self._bucket(namespace, idx)
         with self.locks.hold(namespace, cross_process=fix), b.lock:
             # A fresh scan, not the cached index: check must see today's bytes.
             self._close_fd(b)
             b.reset()
-            self._refresh(b)
-            mode = os.stat(b.path).st_mode & 0o777
+            if not self._refresh(b):
+                return findings  # removed while we looked
+            mode = os.fstat(b.fd).st_mode & 0o777 if b.fd is not None else FILE_MODE
             if mode & 0o077:
                 findings.append(
                     Finding("bad-permissions", str(b.path), f"mode {mode:o}, expected 600", namespace, fixed=fix)

@@ -35,7 +35,6 @@ import os
 import secrets
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import Any
 import orjson
 
 from .errors import MemoryStoreError
-from .fsutil import FILE_MODE, NOFOLLOW, SharedCounters, ensure_real_dirs, make_dirs
+from .fsutil import FILE_MODE, NOFOLLOW, SharedCounters, ensure_real_dirs, frame, make_dirs, unframe
 from .records import Event
 
 log = logging.getLogger("hrm_memory.events")
@@ -151,10 +150,6 @@ class EventBus:
 
     # -- subscribing ---------------------------------------------------------------
 
-    @property
-    def has_local(self) -> bool:
-        return bool(self._subs)
-
     def subscribe(
         self, namespace: str, callback: Callback, key: str = "*", remote: bool = True, since: str | None = None
     ) -> Subscription:
@@ -255,7 +250,7 @@ class EventBus:
         # all-zero trace id (tracing off) is written as "".
         tid = "" if trace_id == _NO_TRACE else trace_id
         body = orjson.dumps([time.time_ns() // 1000, self.token, _OP_CODE[op], namespace, key, version, tid])
-        line = b"\n%08x " % zlib.crc32(body) + body + b"\n"
+        line = frame(body)
         with self._guard:
             try:
                 self._append_shared(line)
@@ -376,12 +371,11 @@ class EventBus:
         return off + consumed
 
     def _parse(self, line: bytes, skip_own: bool) -> Event | None:
-        if len(line) < 10:
+        body = unframe(line)
+        if body is None:
             return None
         try:
-            if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
-                return None
-            ts, token, op, ns, key, version, trace_id = orjson.loads(line[9:])
+            ts, token, op, ns, key, version, trace_id = orjson.loads(body)
             op = _OP_NAME[op]
         except (ValueError, KeyError, orjson.JSONDecodeError):
             return None

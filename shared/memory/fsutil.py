@@ -7,6 +7,7 @@ import mmap
 import os
 import stat
 import struct
+import zlib
 from pathlib import Path
 
 from .errors import StorageError
@@ -149,3 +150,22 @@ class SharedCounters:
 
     def close(self) -> None:
         self._map.close()
+
+
+def frame(body: bytes) -> bytes:
+    """One checksummed line: ``\\n<crc32 as 8 hex> <body>\\n``. Used by the warm
+    logs and the signal log: a torn or damaged line fails its checksum, and
+    the newline on each side keeps a torn line from gluing onto the next."""
+    return b"\n%08x " % zlib.crc32(body) + body + b"\n"
+
+
+def unframe(line: bytes) -> bytes | None:
+    """The body of a line (without its newlines) whose checksum holds, else None."""
+    if len(line) < 10 or line[8:9] != b" ":
+        return None
+    try:
+        if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
+            return None
+    except ValueError:
+        return None
+    return line[9:]

@@ -21,7 +21,15 @@ from opentelemetry import trace
 
 from . import values
 from . import fsutil as _fs
-from .errors import AccessDenied, CorruptRecord, InvalidNamespace, MemoryStoreError, StorageError, StoreClosed
+from .errors import (
+    AccessDenied,
+    CorruptRecord,
+    InvalidNamespace,
+    MemoryStoreError,
+    StorageError,
+    StoreClosed,
+    Unsupported,
+)
 from .locks import NamespaceLocks
 from .records import Event, Finding, Record, Stored
 from .spec import NamespaceSpec, Registry, check_key, check_namespace
@@ -29,6 +37,7 @@ from .codes import Codec, default_registry
 from .consent import Consent
 from .events import Callback, EventBus, Subscription
 from .schemas import Schemas
+from .tiers import ARCHIVE
 from .tracing import TokensSaved, Tracing, current_trace_id
 
 DURABILITY = ("fsync", "flush")
@@ -129,12 +138,16 @@ class MemoryManager:
 
             namespaces = seed()
         self._registry = Registry(namespaces)
+        self._declared_stamp: tuple[int, int] | None = None
         self._load_declared()
         self._locks = NamespaceLocks(self.root / "locks", cross_process=self.locking, timeout=lock_timeout)
         self._cache = ReadCache(cache_size)
         self._hot = HotTier()
         self._warm = WarmTier(self.root, locks=self._locks, durability=durability, cache=self._cache)
         self._cold = ColdTier(self.root, durability=durability)
+        if ARCHIVE not in self._cold.capabilities:
+            # Declared, not probed: archiving needs a tier that takes records.
+            raise Unsupported(f"the cold tier {type(self._cold).__name__} cannot archive")
         self._tracing = Tracing(tracer_provider, deferred=deferred_spans)
         self._events = EventBus(
             self.root, report_error=self._callback_failed, poll_interval=poll_interval, log_events=signal_log
@@ -227,6 +240,18 @@ class MemoryManager:
         return declared
 
     def _load_declared(self) -> None:
+        """Add run-time declarations made (by any process) since the last look;
+        the file is parsed again only when its size or mtime changed."""
+        try:
+            st = os.stat(self.root / "meta" / "namespaces.json")
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = None
+        except OSError as exc:
+            raise _fs.storage_error(exc, "read", self.root / "meta" / "namespaces.json") from None
+        if stamp is not None and stamp == self._declared_stamp:
+            return
+        self._declared_stamp = stamp
         for name, data in self._read_declared().items():
             try:
                 spec = NamespaceSpec.from_dict(data)
@@ -822,11 +847,16 @@ class MemoryManager:
     def _check_symlinks(self, fix: bool) -> list[Finding]:
         findings = []
         for link in _fs.symlinks_under(self.root):
-            findings.append(
-                Finding("symlink", str(link), f"symbolic link to {os.readlink(link)!r} (never followed)", fixed=fix)
-            )
+            try:
+                target = os.readlink(link)
+            except OSError:
+                target = "?"
+            findings.append(Finding("symlink", str(link), f"symbolic link to {target!r} (never followed)", fixed=fix))
             if fix:
-                link.unlink()
+                try:
+                    link.unlink()
+                except OSError as exc:
+                    raise _fs.storage_error(exc, "remove the link", link) from None
         return findings
 
     def _check_markers(self, fix: bool) -> list[Finding]:
@@ -861,7 +891,10 @@ class MemoryManager:
                 if mode & 0o077:
                     findings.append(Finding("bad-permissions", str(path), f"mode {mode:o}, expected 700", fixed=fix))
                     if fix:
-                        os.chmod(path, _fs.DIR_MODE)
+                        try:
+                            os.chmod(path, _fs.DIR_MODE)
+                        except OSError as exc:
+                            raise _fs.storage_error(exc, "chmod", path) from None
         return findings
 
     def stats(self) -> dict[str, Any]:

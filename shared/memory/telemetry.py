@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from .errors import Unsupported
-from .fsutil import FILE_MODE, make_dirs
+from .fsutil import FILE_MODE, NOFOLLOW, make_dirs
 
 KINDS = ("console", "jsonl", "otlp")
 
@@ -61,7 +61,7 @@ class JsonlSpanExporter(SpanExporter):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         make_dirs(self.path.parent, durable=False)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -69,7 +69,12 @@ class JsonlSpanExporter(SpanExporter):
         with self._lock:
             if self._fd is None:
                 return SpanExportResult.FAILURE
-            os.write(self._fd, data)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            except OSError:
+                return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
