@@ -128,7 +128,8 @@ class EventBus:
         self.dir = root / "events"
         # One field names the writer: "<pid>.<random>" (the random part tells
         # two managers of one process apart).
-        self.token = f"{os.getpid()}.{secrets.token_hex(3)}"
+        self._pid = os.getpid()
+        self.token = f"{self._pid}.{secrets.token_hex(3)}"
         self.poll_interval = poll_interval
         self.log_events = log_events
         self._report_error = report_error
@@ -249,6 +250,12 @@ class EventBus:
         # Compact on purpose: the log is part of the store's footprint. An
         # all-zero trace id (tracing off) is written as "".
         tid = "" if trace_id == _NO_TRACE else trace_id
+        if self._pid != os.getpid():
+            # A forked child is another writer: its own name, its own fds.
+            self._pid = os.getpid()
+            self.token = f"{self._pid}.{secrets.token_hex(3)}"
+            self._fd = self._lock_fd = None
+            self._counter = None
         body = orjson.dumps([time.time_ns() // 1000, self.token, _OP_CODE[op], namespace, key, version, tid])
         line = frame(body)
         with self._guard:

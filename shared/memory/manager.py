@@ -728,6 +728,9 @@ class MemoryManager:
                 self._warm.delete(namespace, key, _now_us())
                 self._cache.discard((namespace, key))
             self._warm.compact(namespace)
+            # A compaction cut short by a crash may have left a copy behind.
+            for temp in (self.root / "warm" / namespace).glob(".*.compact"):
+                temp.unlink(missing_ok=True)
             cold = self._cold.purge(namespace)
             quarantined = 0
             qdir = self.root / "quarantine"
