@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.helpers.clock import freeze
+
 import adapters
 from adapters import runtime, use_manager
 from shared.memory import CorruptRecord, MemoryManager
@@ -55,17 +57,6 @@ def store(mm: MemoryManager) -> Iterator[MemoryManager]:
     """A fresh MemoryManager (conftest's ``mm``, on tmp_path) injected into the adapters."""
     with use_manager(mm):
         yield mm
-
-
-def freeze(monkeypatch: pytest.MonkeyPatch, module: str, when: datetime) -> None:
-    """Make ``datetime.now()`` inside ``module`` return ``when``."""
-
-    class Frozen(datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Frozen:  # type: ignore[override]
-            return cls.fromisoformat(when.isoformat())
-
-    monkeypatch.setattr(f"{module}.datetime", Frozen)
 
 
 def legacy(relpath: str) -> Any:

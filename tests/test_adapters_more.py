@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.clock import freeze
+
 import adapters  # noqa: F401  (installs the legacy import paths)
 from adapters import use_manager
 from shared.memory import CorruptRecord, MemoryManager
@@ -51,15 +53,6 @@ def legacy(relpath: str) -> Any:
 def rd(mm: MemoryManager, namespace: str, key: str) -> Any:
     """The record in its legacy (expanded) shape, None if absent."""
     return mm.read(namespace, key, None, expand=True)
-
-
-def freeze(monkeypatch: pytest.MonkeyPatch, module: str, when: datetime) -> None:
-    class Frozen(datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Frozen:  # type: ignore[override]
-            return cls.fromisoformat(when.isoformat())
-
-    monkeypatch.setattr(f"{module}.datetime", Frozen)
 
 
 # -- the_assist.hrm.intent -------------------------------------------------------------------
