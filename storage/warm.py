@@ -415,8 +415,9 @@ class WarmTier:
 
     # -- writing -------------------------------------------------------------
 
-    def _append(self, namespace: str, b: _Bucket, line: bytes) -> tuple[int, int]:
-        """Append one record line; return its (offset, length) between newlines."""
+    def _append(self, namespace: str, b: _Bucket, line: bytes) -> int:
+        """Append one or more framed record lines in one write (and one sync);
+        return the offset where they start."""
         self._register_touch(b)
         if b.tail and (self.locks.cross_process or not self._other_writers(b)):
             # Under the file lock no other writer is mid-write; without it,
@@ -456,7 +457,7 @@ class WarmTier:
             b.size = end
             b.tail = 0
         self._bump(b)
-        return start + 1, len(line) - 2
+        return start
 
     def _bump(self, b: _Bucket) -> None:
         """Tell other processes' readers that this bucket changed."""
@@ -540,7 +541,7 @@ class WarmTier:
                 version = max(old[1] + 1, min_version)
                 created = old[2] if old[0] in ("p", "a") else now_us
             line = encode_line("p", key, version, created, now_us, value)
-            offset, length = self._append(namespace, b, line)
+            offset, length = self._append(namespace, b, line) + 1, len(line) - 2
             if old is not None:
                 b.garbage += old[5] + 2
             b.index[key] = ("p", version, created, now_us, offset, length)
@@ -559,27 +560,42 @@ class WarmTier:
             if old is None or old[0] == "d":
                 return None
             line = encode_line("d", key, old[1] + 1, old[2], now_us, b"")
-            offset, length = self._append(namespace, b, line)
+            offset, length = self._append(namespace, b, line) + 1, len(line) - 2
             b.garbage += old[5] + 2
             b.index[key] = ("d", old[1] + 1, old[2], now_us, offset, length)
             self._maybe_compact(namespace, b)
             return Stored(key, old[1], old[2], old[3], b"", "cold" if old[0] == "a" else "warm")
 
-    def mark_archived(self, namespace: str, key: str, version: int, location: bytes) -> bool:
-        """Record that ``key`` at ``version`` now lives in the cold tier at
-        ``location``. Does nothing (returns False) if the key changed since."""
-        b = self._bucket(namespace, bucket_of(key))
-        with self.locks.thread_lock(namespace), b.lock:
-            self._refresh(b)
-            old = b.index.get(key)
-            if old is None or old[0] != "p" or old[1] != version:
-                return False
-            line = encode_line("a", key, version, old[2], old[3], location)
-            offset, length = self._append(namespace, b, line)
-            b.garbage += old[5] + 2
-            b.index[key] = ("a", version, old[2], old[3], offset, length)
-            self._maybe_compact(namespace, b)
-            return True
+    def mark_archived(self, namespace: str, items: list[tuple[str, int, bytes]]) -> list[str]:
+        """Record that each ``(key, version, location)`` now lives in the cold
+        tier at ``location``; skip keys that changed since. Returns the keys
+        marked. One write (and one sync) per bucket, not per record."""
+        by_bucket: dict[int, list[tuple[str, int, bytes]]] = {}
+        for item in items:
+            by_bucket.setdefault(bucket_of(item[0]), []).append(item)
+        marked: list[str] = []
+        for idx, group in sorted(by_bucket.items()):
+            b = self._bucket(namespace, idx)
+            with self.locks.thread_lock(namespace), b.lock:
+                self._refresh(b)
+                lines: list[bytes] = []
+                olds: list[tuple[str, Entry]] = []
+                for key, version, location in group:
+                    old = b.index.get(key)
+                    if old is None or old[0] != "p" or old[1] != version:
+                        continue
+                    lines.append(encode_line("a", key, version, old[2], old[3], location))
+                    olds.append((key, old))
+                if not lines:
+                    continue
+                pos = self._append(namespace, b, b"".join(lines))
+                for (key, old), line in zip(olds, lines):
+                    b.garbage += old[5] + 2
+                    b.index[key] = ("a", old[1], old[2], old[3], pos + 1, len(line) - 2)
+                    pos += len(line)
+                    marked.append(key)
+                self._maybe_compact(namespace, b)
+        return marked
 
     # -- reading -------------------------------------------------------------
 

@@ -790,13 +790,14 @@ class MemoryManager:
         if not records:
             return 0
         locations = self._cold.archive(namespace, records)
-        n = 0
-        for st, loc in zip(records, locations):
-            if self._warm.mark_archived(namespace, st.key, st.version, loc):
-                self._cache.discard((namespace, st.key))
-                self._events.record("archive", namespace, st.key, st.version, trace_id, True)
-                n += 1
-        return n
+        versions = {st.key: st.version for st in records}
+        marked = self._warm.mark_archived(
+            namespace, [(st.key, st.version, loc) for st, loc in zip(records, locations)]
+        )
+        for key in marked:
+            self._cache.discard((namespace, key))
+            self._events.record("archive", namespace, key, versions[key], trace_id, True)
+        return len(marked)
 
     def _enforce_cap(self, spec: NamespaceSpec, trace_id: str) -> None:
         """Keep at most ``max_keys``: the oldest (by creation) move to cold
