@@ -470,23 +470,32 @@ class WarmTier:
             if b.seen_gen == before:
                 b.seen_gen = before + 1
 
-    def _other_writers(self, b: _Bucket) -> bool:
-        """True if a live process other than this one registered ``b``."""
+    def _writer_notes(self, *, alive: bool) -> Iterator[tuple[str, Path, list[str] | None]]:
+        """``(pid, path, buckets)`` of each ``run/`` note whose process is (not)
+        alive; ``buckets`` is None when the note cannot be read."""
         run = self.store_root / "run"
         try:
             names = os.listdir(run)
         except OSError:
-            return False
-        mine = self._run_file.name if self._run_file else None
+            return
         for name in names:
             pid = name.split("-", 1)[0]
-            if name == mine or not pid.isdigit() or not _alive(int(pid)):
+            if not pid.isdigit() or _alive(int(pid)) != alive:
                 continue
+            path = run / name
             try:
-                if b.rel in (run / name).read_text().split():
-                    return True
+                rels: list[str] | None = path.read_text().split()
             except OSError:
-                return True  # cannot tell: assume a writer
+                rels = None
+            yield pid, path, rels
+
+    def _other_writers(self, b: _Bucket) -> bool:
+        """True if a live process other than this one registered ``b``."""
+        for _pid, path, rels in self._writer_notes(alive=True):
+            if path == self._run_file:
+                continue
+            if rels is None or b.rel in rels:
+                return True  # unreadable note: cannot tell, assume a writer
         return False
 
     def _repair_tail(self, b: _Bucket) -> None:
@@ -795,19 +804,8 @@ class WarmTier:
     def _recover_dead_writers(self) -> None:
         """Repair torn tails left by writer processes that died (SIGKILL, power
         loss). Costs one directory listing when nothing crashed."""
-        run = self.store_root / "run"
-        try:
-            names = os.listdir(run)
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for name in names:
-            pid_text = name.split("-", 1)[0]
-            if not pid_text.isdigit() or _alive(int(pid_text)):
-                continue
-            path = run / name
-            try:
-                rels = path.read_text().split()
-            except OSError:
+        for pid_text, path, rels in self._writer_notes(alive=False):
+            if rels is None:
                 continue
             ok = True
             for rel in set(rels):
