@@ -60,5 +60,14 @@ def mm(root: Path) -> Iterator[MemoryManager]:
         yield manager
 
 
+@pytest.fixture
+def store(mm: MemoryManager) -> Iterator[MemoryManager]:
+    """``mm`` injected into the legacy adapters (``adapters.use_manager``)."""
+    from adapters import use_manager
+
+    with use_manager(mm):
+        yield mm
+
+
 def python() -> str:
     return sys.executable

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ import orjson
 import pytest
 
 from tests.helpers.clock import freeze
+from tests.helpers.legacy import DATA, legacy
 
 import adapters
 from adapters import runtime, use_manager
 from shared.memory import CorruptRecord, MemoryManager
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "legacy" / "data"
 
 import dopejar.core.memory_v2 as dopejar_memory_v2  # noqa: E402  (after `import adapters`)
 import the_assist.core.memory_v2 as memory_v2  # noqa: E402
@@ -52,18 +50,6 @@ from the_assist.hrm import SessionHistory  # noqa: E402
 from the_assist.hrm.history import SessionRecord  # noqa: E402
 
 
-@pytest.fixture
-def store(mm: MemoryManager) -> Iterator[MemoryManager]:
-    """A fresh MemoryManager (conftest's ``mm``, on tmp_path) injected into the adapters."""
-    with use_manager(mm):
-        yield mm
-
-
-def legacy(relpath: str) -> Any:
-    path = DATA / relpath
-    if not path.is_file():
-        pytest.skip(f"legacy data file {relpath} is absent")
-    return json.loads(path.read_text())
 
 
 def is_naive_iso(value: str) -> bool:

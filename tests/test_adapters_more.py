@@ -9,7 +9,6 @@ imported into its record (migration/layout.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.helpers.clock import freeze
+from tests.helpers.legacy import DATA, legacy
 
 import adapters  # noqa: F401  (installs the legacy import paths)
-from adapters import use_manager
 from shared.memory import CorruptRecord, MemoryManager
 
 from the_assist.core.ai_reflection import AIReflection, get_combined_insights, outcome_pattern  # noqa: E402
@@ -32,22 +31,9 @@ from locked_system.capabilities.note_capture import NoteCaptureCapability, NoteT
 from locked_system.loop import ConversationStore  # noqa: E402
 from locked_system.memory.consent import ConsentManager  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "legacy" / "data"
 STORE = "the_assist/memory/store/"
 
 
-@pytest.fixture
-def store(mm: MemoryManager) -> Iterator[MemoryManager]:
-    with use_manager(mm):
-        yield mm
-
-
-def legacy(relpath: str) -> Any:
-    path = DATA / relpath
-    if not path.is_file():
-        pytest.skip(f"legacy data file {relpath} is absent")
-    return json.loads(path.read_text())
 
 
 def rd(mm: MemoryManager, namespace: str, key: str) -> Any:
