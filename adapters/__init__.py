@@ -1,10 +1,10 @@
 """Compatibility adapters: the legacy the_assist / dopejar / locked_system
 memory APIs, storing every byte through the MemoryManager.
 
-``import adapters`` registers the legacy import paths, so a legacy host needs
+``import hrm_memory.adapters`` registers the legacy import paths, so a legacy host needs
 one extra line and nothing else::
 
-    import adapters                      # noqa: F401  (installs the aliases)
+    import hrm_memory.adapters                      # noqa: F401  (installs the aliases)
     from the_assist.core.memory_v2 import CompressedMemory
 
 Which records each class reads and writes is fixed by

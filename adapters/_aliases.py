@@ -18,9 +18,9 @@ from types import ModuleType
 
 #: legacy top-level package -> the adapter package that implements it
 ALIASES: dict[str, str] = {
-    "the_assist": "adapters.the_assist",
-    "dopejar": "adapters.the_assist",
-    "locked_system": "adapters.locked_system",
+    "the_assist": "hrm_memory.adapters.the_assist",
+    "dopejar": "hrm_memory.adapters.the_assist",
+    "locked_system": "hrm_memory.adapters.locked_system",
 }
 
 

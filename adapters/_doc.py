@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from shared.memory import MISSING, CorruptRecord, MemoryManager
+from hrm_memory import MISSING, CorruptRecord, MemoryManager
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class Doc:
     def load(self, default: Any = MISSING) -> Any:
         """The value; ``default`` if there is none (FileNotFoundError without
         one, as the legacy open() gave). Damaged bytes raise CorruptRecord."""
-        value = self.mm.read(self.namespace, self.key, MISSING, expand=True)
+        value = self.mm.read(self.namespace, self.key, MISSING)
         if value is MISSING:
             if default is MISSING:
                 raise FileNotFoundError(f"{self} does not exist")

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.memory import MemoryManager
+    from hrm_memory import MemoryManager
 
 _lock = threading.Lock()
 _current: MemoryManager | None = None  # injected with use_manager
@@ -34,8 +34,8 @@ def get_manager() -> MemoryManager:
     if mm is not None:
         return mm
     with _lock:
-        if _default is None or _default._closed:
-            from shared.memory import MemoryManager
+        if _default is None or _default.closed:
+            from hrm_memory import MemoryManager
 
             _default = MemoryManager(None, locking=True)
             atexit.register(_default.close)

@@ -18,11 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-from shared.memory import Event, MemoryManager, NamespaceSpec
+from hrm_memory import Event, MemoryManager, NamespaceSpec
 
 WRITER = """
 import sys, time
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import MemoryManager, NamespaceSpec
 root, n, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) / 1000
 with MemoryManager(root, durability=sys.argv[4], namespaces=[NamespaceSpec("lat.data")]) as mm:
     time.sleep(0.3)

@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
-from shared.memory import MemoryManager, NamespaceSpec
-from storage.warm import bucket_of
+from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.storage.warm import bucket_of
 
 from .harness import (
     DEFAULT_BENCH_DIR,

@@ -26,7 +26,7 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import MemoryManager, NamespaceSpec
 
 
 class CountingExporter(SpanExporter):

@@ -161,7 +161,7 @@ class HrmStore(Store):
         durability: str = "flush",
         tracer_provider: Any = None,
     ) -> None:
-        from shared.memory import MemoryManager, NamespaceSpec
+        from hrm_memory import MemoryManager, NamespaceSpec
 
         self.mm = MemoryManager(path, durability=durability, tracer_provider=tracer_provider)
         self._provider = tracer_provider

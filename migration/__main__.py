@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from shared.memory.manager import default_root
+from hrm_memory.manager import default_root
 
 from .cli import add_arguments, run_cli
 

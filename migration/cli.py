@@ -21,10 +21,9 @@ from typing import Any
 
 import orjson
 
-from shared.memory import MemoryManager, MemoryStoreError
+from hrm_memory import BadInput, MemoryManager, MemoryStoreError
 
 from . import engine
-from .engine import BadInput
 from .report import Report
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_STORE, EXIT_PROBLEMS = 0, 2, 3, 4

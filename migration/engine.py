@@ -28,9 +28,10 @@ from typing import Any
 
 import orjson
 
-from shared.memory import InvalidKey, InvalidNamespace, InvalidValue, MemoryManager, MemoryStoreError, Record
-from shared.memory import values
-from shared.memory.spec import NamespaceSpec
+from hrm_memory import BadInput, CodecRegistry, InvalidKey, InvalidNamespace, InvalidValue, MemoryManager, MemoryStoreError, Record
+from hrm_memory import values
+from hrm_memory.namespaces import seed_codecs
+from hrm_memory.spec import NamespaceSpec
 
 from . import manifest
 from .anomalies import Anomaly
@@ -43,9 +44,6 @@ from .report import Report, Row
 #: Errors that fail one file (bad key, value or namespace) rather than the run.
 FILE_ERRORS = (InvalidKey, InvalidNamespace, InvalidValue)
 
-
-class BadInput(Exception):
-    """A command's arguments cannot be used (exit 2)."""
 
 
 @contextmanager
@@ -117,7 +115,7 @@ def _check_legacy_unchanged(report: Report, inv: Inventory) -> None:
 def plan(legacy_dir: str | os.PathLike[str], specs: dict[str, NamespaceSpec] | None = None) -> Report:
     """Inventory of the legacy tree and what apply would do; touches no store."""
     if specs is None:
-        from namespaces import seed
+        from hrm_memory.namespaces import seed
 
         specs = {s.name: s for s in seed()}
     report = Report("plan", source=str(Path(legacy_dir)))
@@ -138,9 +136,7 @@ def _compact_bytes(spec: NamespaceSpec | None, value: Any) -> bytes:
     """What the store would hold for ``value``: its codec's compact form
     (plan has no store to ask; without a usable codec, the value itself)."""
     try:
-        from shared.memory.codes import default_registry
-
-        codec = default_registry().for_spec(spec.codec) if spec is not None and spec.codec else None
+        codec = CodecRegistry(seed_codecs()).for_spec(spec.codec) if spec is not None and spec.codec else None
     except (ImportError, MemoryStoreError):
         codec = None
     return orjson.dumps(codec.compact(value) if codec is not None else value)
@@ -414,7 +410,7 @@ def _verify_file(mm: MemoryManager, f: LegacyFile, entry: Entry | None) -> tuple
     if data != f.data:
         problems.append(f"rebuilt bytes differ from the legacy file{': ' + note if note else ''}")
     if f.place is not None and cur is not None:
-        if value_digest(mm.read(f.place.namespace, f.place.key, expand=True)) != f.value_sha256:
+        if value_digest(mm.read(f.place.namespace, f.place.key)) != f.value_sha256:
             problems.append("the record's value differs from the parsed legacy file")
         if not cur.record.persisted:
             problems.append("the record is not persisted (session-only copy)")
@@ -458,4 +454,4 @@ def _rollback_entry(report: Report, mm: MemoryManager, e: Entry, force: bool) ->
     report.rows.append(_entry_row(e, "removed" if cur is not None else "removed (entry only)", "", None, stored))
 
 
-__all__ = ["BadInput", "apply", "default_format", "export", "file_bytes", "plan", "rollback", "verify"]
+__all__ = ["apply", "default_format", "export", "file_bytes", "plan", "rollback", "verify"]

@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from shared.memory import values
-from shared.memory.errors import InvalidValue
-from shared.memory.spec import MAX_VALUE_BYTES
+from hrm_memory import values
+from hrm_memory.errors import InvalidValue
+from hrm_memory.spec import MAX_VALUE_BYTES
 
 from .anomalies import Anomaly, Flags
 

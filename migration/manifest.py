@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.memory import MemoryManager, NamespaceSpec
-from shared.memory.spec import MAX_VALUE_BYTES
+from hrm_memory import MemoryManager, NamespaceSpec, Record, UndeclaredNamespace
+from hrm_memory.spec import MAX_VALUE_BYTES
 
 from .inventory import Inventory, LegacyFile
 
@@ -85,17 +85,24 @@ def declare(mm: MemoryManager) -> None:
     mm.declare(SPEC)
 
 
+def _records(mm: MemoryManager, key_glob: str) -> list[Record]:
+    try:
+        return mm.query(NAMESPACE, key_glob)
+    except UndeclaredNamespace:  # never applied on this store: nothing imported
+        return []
+
+
 def entries(mm: MemoryManager) -> dict[str, Entry]:
     """The file entries by legacy path (empty when nothing was imported)."""
     return {
         r.value["path"]: Entry.from_dict(r.value)
-        for r in mm.query(NAMESPACE, FILE_PREFIX + "*")
+        for r in _records(mm, FILE_PREFIX + "*")
         if isinstance(r.value, dict) and "path" in r.value
     }
 
 
 def marker(mm: MemoryManager) -> dict[str, Any] | None:
-    found = mm.query(NAMESPACE, RUN_KEY)
+    found = _records(mm, RUN_KEY)
     return found[0].value if found and isinstance(found[0].value, dict) else None
 
 

@@ -1,5 +1,5 @@
 """The report every migrate command ends with: per file, per kind, per
-anomaly code; token counts when :mod:`shared.memory.tokens` is available."""
+anomaly code; token counts when :mod:`hrm_memory.tokens` is available."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.memory.cli import _table
+from hrm_memory.textfmt import table as _table
 
 from .anomalies import Anomaly
 
@@ -70,12 +70,12 @@ class Report:
     # -- figures -------------------------------------------------------------------
 
     def count_tokens(self) -> None:
-        """Fill the token columns if :mod:`shared.memory.tokens` imports;
+        """Fill the token columns if :mod:`hrm_memory.tokens` imports;
         otherwise say why they are missing."""
         try:
-            tokens = importlib.import_module("shared.memory.tokens")
+            tokens = importlib.import_module("hrm_memory.tokens")
         except ImportError as exc:
-            self.tokens_note = f"token columns omitted: shared.memory.tokens is not importable ({exc})"
+            self.tokens_note = f"token columns omitted: hrm_memory.tokens is not importable ({exc})"
             return
         counter = tokens.get_counter()
         self.tokenizer = dict(counter.info)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from shared.memory.spec import DAY, NamespaceSpec
+from hrm_memory.codes import Codec
+from hrm_memory.spec import DAY, NamespaceSpec
 
 from . import altitude, codecs, focus, learning, reasoning, shared
 
@@ -22,4 +23,9 @@ def seed() -> list[NamespaceSpec]:
     return sorted(specs, key=lambda s: s.name)
 
 
-__all__ = ["DAY", "seed"]
+def seed_codecs() -> list[Codec]:
+    """The codecs the seed namespaces name."""
+    return list(codecs.CODECS.values())
+
+
+__all__ = ["DAY", "seed", "seed_codecs"]

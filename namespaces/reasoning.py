@@ -1,6 +1,6 @@
 """reasoning: strategy choice, escalation and routing."""
 
-from shared.memory.spec import DAY, NamespaceSpec
+from hrm_memory.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [

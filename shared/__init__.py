@@ -1,1 +1,1 @@
-"""Top-level package of hrm-memory; the core lives in :mod:`shared.memory`."""
+"""Top-level package of hrm-memory; the core lives in :mod:`hrm_memory`."""

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import msgpack
 
-from shared.memory.errors import CorruptRecord
-from shared.memory.records import Finding, Stored
-from shared.memory.tiers import ARCHIVE, PERSISTENT
+from hrm_memory.errors import CorruptRecord
+from hrm_memory.records import Finding, Stored
+from hrm_memory.backend import ARCHIVE, PERSISTENT
 
-from shared.memory.fsutil import (
+from .fsutil import (
     FILE_MODE,
     NOFOLLOW,
     atomic_write,

@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from shared.memory.records import Finding, Stored
+from hrm_memory.records import Finding, Stored
 
 
 class HotTier:

@@ -46,12 +46,12 @@ from typing import Any, Protocol
 
 import orjson
 
-from shared.memory.errors import CorruptRecord, MemoryStoreError
-from shared.memory.locks import NamespaceLocks
-from shared.memory.records import Finding, Stored
-from shared.memory.tiers import CROSS_PROCESS, PERSISTENT
+from hrm_memory.errors import CorruptRecord, MemoryStoreError
+from .locks import NamespaceLocks
+from hrm_memory.records import Finding, Stored
+from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
 
-from shared.memory.fsutil import (
+from .fsutil import (
     FILE_MODE,
     NOFOLLOW,
     SharedCounters,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.memory import MemoryManager
+from hrm_memory import MemoryManager
 
 REPO = Path(__file__).resolve().parent.parent
 LEGACY = REPO.parent / "shared" / "legacy"
@@ -63,7 +63,7 @@ def mm(root: Path) -> Iterator[MemoryManager]:
 @pytest.fixture
 def store(mm: MemoryManager) -> Iterator[MemoryManager]:
     """``mm`` injected into the legacy adapters (``adapters.use_manager``)."""
-    from adapters import use_manager
+    from hrm_memory.adapters import use_manager
 
     with use_manager(mm):
         yield mm

@@ -19,9 +19,9 @@ import pytest
 from tests.helpers.clock import freeze
 from tests.helpers.legacy import DATA, legacy
 
-import adapters
-from adapters import runtime, use_manager
-from shared.memory import CorruptRecord, MemoryManager
+from hrm_memory import adapters
+from hrm_memory.adapters import runtime, use_manager
+from hrm_memory import CorruptRecord, MemoryManager
 
 
 import dopejar.core.memory_v2 as dopejar_memory_v2  # noqa: E402  (after `import adapters`)
@@ -75,8 +75,8 @@ def damage(root: Path, namespace: str, key: str) -> None:
 
 def test_legacy_import_paths_are_the_adapter_modules() -> None:
     assert memory_v2 is dopejar_memory_v2
-    assert memory_v2 is importlib.import_module("adapters.the_assist.core.memory_v2")
-    assert memory_v2.__spec__ is not None and memory_v2.__spec__.name == "adapters.the_assist.core.memory_v2"
+    assert memory_v2 is importlib.import_module("hrm_memory.adapters.the_assist.core.memory_v2")
+    assert memory_v2.__spec__ is not None and memory_v2.__spec__.name == "hrm_memory.adapters.the_assist.core.memory_v2"
     assert sys.modules["the_assist"] is sys.modules["dopejar"]
     assert importlib.import_module("dopejar.hrm.history") is importlib.import_module("the_assist.hrm.history")
     assert importlib.import_module("the_assist.hrm").SessionHistory is SessionHistory
@@ -118,7 +118,7 @@ def test_compressed_memory_session(store: MemoryManager) -> None:
         "last_update", "session_count",
     ]  # fmt: skip
     assert is_naive_iso(state["last_update"]) and state["session_count"] == 0
-    assert store.read("altitude.compressed", "state", expand=True) == state  # the layout's record
+    assert store.read("altitude.compressed", "state") == state  # the layout's record
 
     cm.set_north_stars(["tech_products", "family_present", "fin_indep", "health", "craft", "extra"])
     cm.set_priorities(["patent_file", "work_balance"])
@@ -265,7 +265,7 @@ def test_legacy_values_that_look_like_codes_come_back_unchanged(store: MemoryMan
     }  # fmt: skip
     fast = FastMemory(tmp_path)
     fast.record_interaction(InteractionSignals(stance_used="sm", altitude_used="sensemaking"))
-    entry = store.read("focus.interactions", "interactions", expand=True)[0]
+    entry = store.read("focus.interactions", "interactions")[0]
     assert (entry["stance_used"], entry["altitude_used"]) == ("sm", "sensemaking")
 
 
@@ -296,7 +296,7 @@ def test_build_context_on_the_legacy_state(store: MemoryManager) -> None:
     assert lines[7] == (
         "PREFS:no_ai_self_awareness:Avoid AI meta-commentary like |concise_responses:Avoid over-explaining, be dire"
     )
-    assert store.read("altitude.compressed", "state", expand=True) == state  # reading wrote nothing
+    assert store.read("altitude.compressed", "state") == state  # reading wrote nothing
 
 
 # -- the_assist: Memory v1 ---------------------------------------------------------------
@@ -316,15 +316,15 @@ def test_memory_v1_session(store: MemoryManager, monkeypatch: pytest.MonkeyPatch
     assert is_naive_iso(mem.get_north_stars()["last_updated"])
     assert mem.get_context()["seen"] == "2026-01-01 00:00:00"
 
-    freeze(monkeypatch, "adapters.the_assist.core.memory", datetime(2026, 1, 10, 20, 57, 1, 250000))
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.memory", datetime(2026, 1, 10, 20, 57, 1, 250000))
     short = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     full = [*short, {"role": "user", "content": "plan Q1 \U0001f3af"}, {"role": "assistant", "content": "ok"}]
     mem.save_conversation(short)
     mem.save_conversation(full, summary="Planned Q1 and the patent filing")  # same second: both kept
     first = {"timestamp": "2026-01-10_20-57-01", "messages": short, "summary": None}
     second = {"timestamp": "2026-01-10_20-57-01", "messages": full, "summary": "Planned Q1 and the patent filing"}
-    assert store.read("altitude.conversations", "2026-01-10_20-57-01", expand=True) == first
-    assert store.read("altitude.conversations", "2026-01-10_20-57-01_2", expand=True) == second
+    assert store.read("altitude.conversations", "2026-01-10_20-57-01") == first
+    assert store.read("altitude.conversations", "2026-01-10_20-57-01_2") == second
     assert mem.get_recent_conversations() == [second, first]
     assert mem.get_recent_conversations(limit=1) == [second]
 
@@ -345,7 +345,7 @@ def test_memory_v1_session(store: MemoryManager, monkeypatch: pytest.MonkeyPatch
 
     mem.log_pattern("ai_observed", "prefers numbers")
     mem.log_pattern("ai_observed", "prefers numbers", {"n": 2})
-    observations = store.read("altitude.context", "observations", expand=True)["observations"]
+    observations = store.read("altitude.context", "observations")["observations"]
     assert [(o["type"], o["observation"], o["data"]) for o in observations] == [
         ("ai_observed", "prefers numbers", {}),
         ("ai_observed", "prefers numbers", {"n": 2}),
@@ -375,9 +375,9 @@ def test_memory_v1_corrupt_record_raises_and_is_not_overwritten(root: Path) -> N
 
 
 def test_session_history(store: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    freeze(monkeypatch, "adapters.the_assist.hrm.history", datetime(2026, 1, 11, 21, 5, 42))
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.hrm.history", datetime(2026, 1, 11, 21, 5, 42))
     h = SessionHistory()
-    assert store.read("altitude.sessions", "session_history", expand=True) == {"sessions": [], "next_index": 1}
+    assert store.read("altitude.sessions", "session_history") == {"sessions": [], "next_index": 1}
     assert h.build_context_for_continuity() == "No previous sessions recorded."
     h.record_exchange(["x"])
     h.end_session("never started")  # no start_session: nothing is stored
@@ -423,7 +423,7 @@ def test_session_history(store: MemoryManager, monkeypatch: pytest.MonkeyPatch) 
     for i in range(20):
         h.start_session()
         h.end_session(f"session {i}")
-    stored = store.read("altitude.sessions", "session_history", expand=True)
+    stored = store.read("altitude.sessions", "session_history")
     assert [s["index"] for s in stored["sessions"]] == list(range(3, 23)) and stored["next_index"] == 23
     assert list(stored["sessions"][0]) == ["index", "date", "time", "summary", "topics", "duration_exchanges"]
 
@@ -468,11 +468,11 @@ def test_focus_loop(store: MemoryManager, tmp_path: Path) -> None:
     assert fast.get_progress().momentum == "steady" and fast.get_recent_interactions() == []
     fast.update_progress(milestone_completed="outline", blocker_added="waiting on Gaurav", momentum="accelerating")
     fast.update_progress(milestone_completed="outline", blocker_removed="waiting on Gaurav")
-    progress = store.read("focus.interactions", "progress", expand=True)
+    progress = store.read("focus.interactions", "progress")
     assert progress["milestones_completed"] == ["outline", "outline"] and progress["blockers"] == []
     assert progress["momentum"] == "accelerating" and is_naive_iso(progress["last_update"])
     fast.reset_progress(total_milestones=3)
-    assert store.read("focus.interactions", "progress", expand=True)["milestones_total"] == 3
+    assert store.read("focus.interactions", "progress")["milestones_total"] == 3
 
     # a commitment lease for 3 turns, one interaction and one decrement per turn
     slow.set_commitment(CommitmentLease(frame="<sales play>", turns_remaining=3))
@@ -492,12 +492,12 @@ def test_focus_loop(store: MemoryManager, tmp_path: Path) -> None:
     assert len(fast.get_recent_interactions(200)) == 105  # this object keeps them all
 
     # on disk: the newest 100 in the legacy record, the 5 older ones kept in overflow
-    on_disk = store.read("focus.interactions", "interactions", expand=True)
+    on_disk = store.read("focus.interactions", "interactions")
     assert [e["user_input_length"] for e in on_disk] == list(range(5, 105))
     assert list(on_disk[0]) == [
         "user_input_length", "response_length", "altitude_used", "stance_used", "had_commitment", "timestamp",
     ]  # fmt: skip
-    overflow = store.query("focus.interactions", "interactions_overflow_*", expand=True)
+    overflow = store.query("focus.interactions", "interactions_overflow_*")
     assert [e["user_input_length"] for r in overflow for e in r.value] == [0, 1, 2, 3, 4]
     assert [s.user_input_length for s in FastMemory(memory_dir / "fast").get_recent_interactions(200)] == list(
         range(5, 105)
@@ -505,7 +505,7 @@ def test_focus_loop(store: MemoryManager, tmp_path: Path) -> None:
 
     slow.renew_commitment(turns=20)
     assert slow.has_commitment()
-    assert store.read("focus.slow", "commitment", expand=True) == {
+    assert store.read("focus.slow", "commitment") == {
         "frame": "<sales play>",
         "horizon_authority": "mid",
         "success_criteria": [],
@@ -531,7 +531,7 @@ def test_focus_loop(store: MemoryManager, tmp_path: Path) -> None:
         ("evaluation", "execution", "evaluation"),
     ]
     assert history.get_recent_transitions(1) == gates[-1:]
-    for entry in store.read("focus.gates", "gate_history", expand=True):
+    for entry in store.read("focus.gates", "gate_history"):
         assert is_naive_iso(entry["timestamp"])
 
 
@@ -568,10 +568,10 @@ def test_locked_system_on_legacy_data(store: MemoryManager, tmp_path: Path) -> N
     assert len(fast.get_recent_interactions(1000)) == 100
     assert all(s.timestamp.tzinfo is None for s in fast.get_recent_interactions(1000))
     fast.record_interaction(InteractionSignals())
-    on_disk = store.read("focus.interactions", "interactions", expand=True)
+    on_disk = store.read("focus.interactions", "interactions")
     assert on_disk[:99] == interactions[1:]  # stored strings unchanged
     day = interactions[0]["timestamp"][:10]
-    assert store.read("focus.interactions", f"interactions_overflow_{day}", expand=True) == interactions[:1]
+    assert store.read("focus.interactions", f"interactions_overflow_{day}") == interactions[:1]
 
     slow = SlowMemory(tmp_path / "slow")
     lease = slow.get_commitment()
@@ -601,7 +601,7 @@ def test_locked_system_refuses_to_wipe_unreadable_records(
     with pytest.raises(CorruptRecord) as info:
         cls(tmp_path)
     assert (info.value.namespace, info.value.key) == (namespace, key)  # type: ignore[attr-defined]
-    assert store.read(namespace, key, expand=True) == value
+    assert store.read(namespace, key) == value
 
 
 def test_record_interaction_with_cross_process_locking(tmp_path: Path) -> None:
@@ -619,7 +619,7 @@ def test_record_interaction_with_cross_process_locking(tmp_path: Path) -> None:
 def test_consent_manager(store: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(TypeError):
         ConsentManager(str(tmp_path))  # type: ignore[arg-type]  # not wrapped in Path, as in legacy
-    freeze(monkeypatch, "adapters.locked_system.memory.consent", datetime(2026, 1, 11, 21, 35, 26, 1234))
+    freeze(monkeypatch, "hrm_memory.adapters.locked_system.memory.consent", datetime(2026, 1, 11, 21, 35, 26, 1234))
     cm = ConsentManager(tmp_path)
     assert cm.consent_path == tmp_path / "consent.json"
     assert cm.needs_consent() and cm.get_preferences() is None
@@ -643,7 +643,7 @@ def test_consent_manager(store: MemoryManager, tmp_path: Path, monkeypatch: pyte
         "first_consent_at": stamp,
         "last_updated_at": stamp,
     }
-    assert store.read("focus.consent", "legacy", expand=True) == {
+    assert store.read("focus.consent", "legacy") == {
         "conversation_history": True,
         "interaction_signals": True,
         "learned_preferences": False,
@@ -757,7 +757,7 @@ def test_integrity_boot_and_shutdown(store: MemoryManager) -> None:
 
     checkpoints = integrity.get_recent_checkpoints()
     assert [c["session"] for c in checkpoints] == [2, 1]
-    log = store.read("altitude.integrity", "version_log", expand=True)["version_log"]
+    log = store.read("altitude.integrity", "version_log")["version_log"]
     assert [(e["version"], e["status"], e["session"]) for e in log] == [(1, "boot", 1), (2, "shutdown", 1), (3, "boot", 2)]
     assert all(e["timestamp"].endswith("Z") for e in log)
 

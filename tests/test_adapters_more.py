@@ -18,8 +18,8 @@ import pytest
 from tests.helpers.clock import freeze
 from tests.helpers.legacy import DATA, legacy
 
-import adapters  # noqa: F401  (installs the legacy import paths)
-from shared.memory import CorruptRecord, MemoryManager
+from hrm_memory import adapters  # noqa: F401  (installs the legacy import paths)
+from hrm_memory import CorruptRecord, MemoryManager
 
 from the_assist.core.ai_reflection import AIReflection, get_combined_insights, outcome_pattern  # noqa: E402
 from the_assist.core.curator import MemoryCurator  # noqa: E402
@@ -38,7 +38,7 @@ STORE = "the_assist/memory/store/"
 
 def rd(mm: MemoryManager, namespace: str, key: str) -> Any:
     """The record in its legacy (expanded) shape, None if absent."""
-    return mm.read(namespace, key, None, expand=True)
+    return mm.read(namespace, key, None)
 
 
 # -- the_assist.hrm.intent -------------------------------------------------------------------
@@ -311,12 +311,12 @@ def test_curator(store: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
         {"timestamp": last.isoformat(), "insight": "three", "surfaced": False},
     ]
     store.write("altitude.agents", "curator", state)
-    freeze(monkeypatch, "adapters.the_assist.core.curator", last + timedelta(hours=20))
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(hours=20))
     assert not curator.needs_daily()
     assert curator.run_if_needed() == []
-    freeze(monkeypatch, "adapters.the_assist.core.curator", last + timedelta(hours=20, seconds=1))
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(hours=20, seconds=1))
     assert curator.needs_daily() and not curator.needs_weekly()
-    freeze(monkeypatch, "adapters.the_assist.core.curator", last + timedelta(days=6, seconds=1))
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(days=6, seconds=1))
     assert curator.needs_weekly()
     assert curator.get_unsurfaced_insights() == ["one", "three"]
     assert curator.get_unsurfaced_insights() == []
@@ -507,16 +507,16 @@ def test_conversation_corrupt(store: MemoryManager, tmp_path: Path) -> None:
 
 
 def test_note_capture(store: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from migration.formats import render
+    from hrm_memory.migration.formats import render
 
     notes = NoteCaptureCapability(tmp_path / "notes")
     assert rd(store, "focus.notes", "developer") == {"raw": "# Developer Notes\n\n", "title": "Developer Notes", "entries": []}
     assert rd(store, "focus.notes", "personal")["raw"] == "# Personal Notes\n\n"
-    freeze(monkeypatch, "adapters.locked_system.note_capture", datetime(2026, 1, 11, 20, 42, 31))
+    freeze(monkeypatch, "hrm_memory.adapters.locked_system.note_capture", datetime(2026, 1, 11, 20, 42, 31))
     result = notes.capture(NoteType.DEVELOPER, "fix the lease parser")
     assert result["success"] and result["authorized"] and result["verified"]
     assert result["file"] == str(tmp_path / "notes" / "developer.md")
-    freeze(monkeypatch, "adapters.locked_system.note_capture", datetime(2026, 1, 11, 20, 49, 5))
+    freeze(monkeypatch, "hrm_memory.adapters.locked_system.note_capture", datetime(2026, 1, 11, 20, 49, 5))
     notes.capture("developer", "second\nline two")
     notes.capture("personal", "call mom")
     value = rd(store, "focus.notes", "developer")
@@ -550,7 +550,7 @@ def test_note_capture(store: MemoryManager, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_note_capture_on_legacy_file(store: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from migration.formats import decode, render
+    from hrm_memory.migration.formats import decode, render
 
     path = DATA / "locked_system/memory/notes/developer.md"
     if not path.is_file():
@@ -561,7 +561,7 @@ def test_note_capture_on_legacy_file(store: MemoryManager, tmp_path: Path, monke
     notes = NoteCaptureCapability(tmp_path)
     before = len(notes.get_recent_notes("developer", 10_000))
     assert before == len(decoded.value["entries"]) > 0
-    freeze(monkeypatch, "adapters.locked_system.note_capture", datetime(2026, 2, 1, 9, 30))
+    freeze(monkeypatch, "hrm_memory.adapters.locked_system.note_capture", datetime(2026, 2, 1, 9, 30))
     assert notes.capture("developer", "adapter note")["success"]
     value = rd(store, "focus.notes", "developer")
     assert render(value, decoded.fmt) == data + b"\n## 2026-02-01 09:30\nadapter note\n"

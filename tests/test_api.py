@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.memory import (
+from hrm_memory import (
     AccessDenied,
     InvalidArgument,
     InvalidNamespace,
@@ -176,7 +176,7 @@ def test_scope_access_control(mm: MemoryManager) -> None:
     alt = mm.scope("altitude")
     alt.write("altitude.patterns", "p", 1)
     assert alt.read("altitude.patterns", "p") == 1
-    assert alt.read("shared.people", "gaurav", expand=True) == {"r": "wk"}
+    assert alt.read("shared.people", "gaurav") == {"r": "wk"}
     assert alt.update("altitude.patterns", "p", lambda v: v + 1) == 2
     for call in (
         lambda: alt.write("focus.lanes", "x", 1),
@@ -266,7 +266,7 @@ def test_write_in_another_process_is_visible_despite_cache(root: Path) -> None:
         mm.write("altitude.patterns", "k", "mine")
         assert mm.read("altitude.patterns", "k") == "mine"  # now cached
         code = (
-            "from shared.memory import MemoryManager\n"
+            "from hrm_memory import MemoryManager\n"
             f"with MemoryManager({str(root)!r}) as mm: mm.write('altitude.patterns', 'k', 'theirs')\n"
         )
         subprocess.run([sys.executable, "-c", code], check=True)
@@ -302,8 +302,8 @@ def test_open_reads_no_data(root: Path) -> None:
             mm.write("reasoning.strategies", f"k{i}", i)
     mm = MemoryManager(root)
     try:
-        assert mm._warm._buckets == {}  # nothing indexed until first use
+        assert mm.backend.warm._buckets == {}  # nothing indexed until first use
         assert mm.read("reasoning.strategies", "k7") == 7
-        assert len(mm._warm._buckets) == 1
+        assert len(mm.backend.warm._buckets) == 1
     finally:
         mm.close()

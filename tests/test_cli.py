@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.memory import MemoryManager
-from shared.memory.cli import main
+from hrm_memory import MemoryManager
+from hrm_memory.cli import main
 
 SCRIPT = Path(sys.executable).parent / "hrm-memory"
 
@@ -236,8 +236,9 @@ def test_ls(filled: Any) -> None:
     keys = [ln.split()[1] for ln in out.splitlines()[1:]]
     assert keys == sorted(["timeboxing", "exit_criteria", "risk_id", "plain"])
 
-    # A glob that matches no namespace is an empty listing, not an error.
-    assert filled("ls", "altitude.nothere")[:2] == (0, "(none)\n")
+    # A glob that matches no namespace is a mistake, said as one (exit 2), as in the API.
+    rc, out, err = filled("ls", "altitude.nothere")
+    assert (rc, out) == (2, "") and "UndeclaredNamespace" in err
 
     rc, out, _ = filled("ls", "altitude.*", json=True)
     rows = orjson.loads(out)
@@ -283,7 +284,9 @@ def test_query(filled: Any) -> None:
     lines = out.splitlines()
     assert rc == 0 and lines[0].split() == ["NAMESPACE", "KEY", "VERSION", "TIER", "UPDATED", "VALUE"]
     assert len(lines) == 2 and "timeboxing" in lines[1]
-    rc, out, _ = filled("query", "nothing.*")
+    rc, out, err = filled("query", "nothing.*")
+    assert (rc, out) == (2, "") and "UndeclaredNamespace" in err
+    rc, out, _ = filled("query", "altitude.coaching", "zz*")
     assert (rc, out.strip()) == (0, "(none)")
 
 

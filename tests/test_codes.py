@@ -12,10 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from namespaces import seed
-from namespaces.codecs import CODECS, COACHING_CODES, NAMESPACE_CODECS, PATTERN_CODES, RELATIONSHIP_CODES, UNCODED
-from shared.memory.codes import ESCAPE, Codec, CodecRegistry, default_registry
-from shared.memory.errors import InvalidNamespace, MemoryStoreError
+from hrm_memory.namespaces import seed
+from hrm_memory.namespaces.codecs import CODECS, COACHING_CODES, NAMESPACE_CODECS, PATTERN_CODES, RELATIONSHIP_CODES, UNCODED
+from hrm_memory.codes import ESCAPE, Codec, CodecRegistry
+from hrm_memory.namespaces import seed_codecs
+from hrm_memory.errors import InvalidNamespace, MemoryStoreError
 
 LEGACY_DATA = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
 STATE = LEGACY_DATA / "the_assist" / "memory" / "store" / "compressed" / "state.json"
@@ -183,7 +184,7 @@ def test_codec_is_immutable() -> None:
 
 
 def test_registry() -> None:
-    registry = default_registry()
+    registry = CodecRegistry(seed_codecs())
     assert registry.names() == sorted(CODECS)
     assert registry.get("altitude") is CODECS["altitude"]
     assert registry.for_spec(None) is None

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from shared.memory import InvalidValue, MemoryManager, NamespaceSpec
-from shared.memory.consent import UnknownConsentCategory
-from shared.memory.schemas import SchemaViolation, UnknownSchema
-from storage import ColdTier
+from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
+from hrm_memory import UnknownConsentCategory
+from hrm_memory.schemas import SchemaViolation, UnknownSchema
+from hrm_memory.storage import ColdTier
 
 CANARY = "CANARY-consent-5b1e0f"
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec, StorageError
+from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec, StorageError
 
 WARM_NS = ["altitude.patterns", "focus.slow", "reasoning.strategies"]
 VICTIM_NS = "focus.slow"
@@ -142,7 +142,7 @@ def test_flipped_value_byte_is_reported_isolated_and_quarantined(root: Path) -> 
             ("corrupt-record", str(path), VICTIM_NS, False)
         ]
         assert findings[0].extra["offset"] == start and findings[0].extra["length"] == end - start
-        for call in (lambda: mm.read(VICTIM_NS, VICTIM), lambda: mm.get_record(VICTIM_NS, VICTIM, expand=True)):
+        for call in (lambda: mm.read(VICTIM_NS, VICTIM), lambda: mm.get_record(VICTIM_NS, VICTIM)):
             with pytest.raises(CorruptRecord) as info:
                 call()
             err = info.value
@@ -150,7 +150,7 @@ def test_flipped_value_byte_is_reported_isolated_and_quarantined(root: Path) -> 
             assert (err.namespace, err.key, err.path) == (VICTIM_NS, VICTIM, str(path))
             assert_pickles(err)
         assert_reads(mm, expected, skip={(VICTIM_NS, VICTIM)})
-        rows = {r.key: r.value for r in mm.query(VICTIM_NS, expand=True)}
+        rows = {r.key: r.value for r in mm.query(VICTIM_NS)}
         assert rows.get(VICTIM) in (None, expected[(VICTIM_NS, VICTIM)])
         assert {k: v for k, v in rows.items() if k != VICTIM} == {
             k: v for (ns, k), v in expected.items() if ns == VICTIM_NS and k != VICTIM and v is not None
@@ -409,8 +409,8 @@ def test_damaged_archive_frame_is_reported_isolated_and_quarantined(root: Path, 
             assert_pickles(err)
         assert_reads(mm, expected, skip={(AGING, k) for k in lost})
         for key in kept:
-            assert mm.get_record(AGING, key, expand=True).tier == "cold"
-        cold_rows = {r.key: r.value for r in mm.query(AGING, include_cold=True, expand=True)}
+            assert mm.get_record(AGING, key).tier == "cold"
+        cold_rows = {r.key: r.value for r in mm.query(AGING, include_cold=True)}
         for key, value in cold_rows.items():
             assert value == expected[(AGING, key)]
         assert kept <= set(cold_rows)
@@ -428,7 +428,7 @@ def test_damaged_archive_frame_is_reported_isolated_and_quarantined(root: Path, 
         # Archiving keeps working after the repair.
         mm.write(AGING, "later", 1)
         mm.archive(now=time.time() + 10**6)
-        assert mm.get_record(AGING, "later", expand=True).tier == "cold"
+        assert mm.get_record(AGING, "later").tier == "cold"
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate"])
@@ -511,7 +511,7 @@ def test_namespace_path_replaced_by_a_file(root: Path) -> None:
         for call in (
             lambda: mm.write("altitude.patterns", "k", 1),
             lambda: mm.read("altitude.patterns", "key-00"),
-            lambda: mm.query("altitude.patterns", expand=True),
+            lambda: mm.query("altitude.patterns"),
         ):
             with pytest.raises(MemoryStoreError) as info:
                 call()
@@ -523,7 +523,7 @@ def test_namespace_path_replaced_by_a_file(root: Path) -> None:
 
 _REFUSED_WRITER = """
 import base64, os, pickle, resource, signal, sys
-from shared.memory import MemoryManager
+from hrm_memory import MemoryManager
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 with MemoryManager(sys.argv[1], durability="flush") as mm:
     mm.write("altitude.patterns", "small", 1)

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import MemoryManager, NamespaceSpec
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = [NamespaceSpec("crash.data"), NamespaceSpec("crash.aged", ttl=1.0)]

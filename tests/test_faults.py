@@ -34,10 +34,10 @@ from typing import Any
 
 import pytest
 
-import storage.warm
+from hrm_memory import storage
 
-from shared.memory import LockTimeout, MemoryManager, MemoryStoreError, StorageError
-from storage.warm import bucket_of
+from hrm_memory import LockTimeout, MemoryManager, MemoryStoreError, StorageError
+from hrm_memory.storage.warm import bucket_of
 from tests.helpers.mp_workers import SPECS, Peer
 
 NS = "t.fault"

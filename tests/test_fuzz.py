@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from shared.memory import MemoryManager, MemoryStoreError, NamespaceSpec
-from shared.memory import cli
+from hrm_memory import MemoryManager, MemoryStoreError, NamespaceSpec
+from hrm_memory import cli
 
 EXAMPLES = int(os.environ.get("HRM_FUZZ_EXAMPLES", "150"))
 
@@ -134,14 +134,14 @@ def run_op(mm: MemoryManager, model: dict[tuple[str, str], Any], op: tuple[Any, 
             _, ns, key, value = op
             mm.write(ns, key, value)
             # Acknowledged: it reads back equal, with the same types.
-            assert same(mm.read(ns, key, expand=True), value), (ns, key, value)
+            assert same(mm.read(ns, key), value), (ns, key, value)
             model[(ns, key)] = value
         elif kind == "read":
-            got = mm.read(op[1], op[2], expand=True)
+            got = mm.read(op[1], op[2])
             if (op[1], op[2]) in model and op[1] in ("fz.data", "fz.other", "fz.small"):
                 assert same(got, model[(op[1], op[2])])
         elif kind == "get_record":
-            rec = mm.get_record(op[1], op[2], expand=True)
+            rec = mm.get_record(op[1], op[2])
             assert rec is None or (rec.namespace, rec.key) == (op[1], op[2])
         elif kind == "update":
             _, ns, key, value, boom = op
@@ -155,11 +155,11 @@ def run_op(mm: MemoryManager, model: dict[tuple[str, str], Any], op: tuple[Any, 
                 new = mm.update(ns, key, fn)
             except Boom:
                 return
-            assert same(mm.read(ns, key, expand=True), new)
+            assert same(mm.read(ns, key), new)
             model[(ns, key)] = new
         elif kind == "delete":
             if mm.delete(op[1], op[2]):
-                assert mm.read(op[1], op[2], expand=True) is None
+                assert mm.read(op[1], op[2]) is None
             model.pop((op[1], op[2]), None)
         elif kind == "query":
             _, ns, key, where, limit, cold = op
@@ -172,7 +172,7 @@ def run_op(mm: MemoryManager, model: dict[tuple[str, str], Any], op: tuple[Any, 
         elif kind == "scope":
             sc = mm.scope(op[1])
             sc.query("*")
-            sc.read("fz.data", "k", expand=True)
+            sc.read("fz.data", "k")
         elif kind == "archive":
             mm.archive(now=op[1])
     except MemoryStoreError:
@@ -183,7 +183,7 @@ def check_model(mm: MemoryManager, model: dict[tuple[str, str], Any]) -> None:
     """Every acknowledged value in a plain warm namespace still reads back."""
     for (ns, key), value in model.items():
         if ns in ("fz.data", "fz.other", "fz.small"):
-            assert same(mm.read(ns, key, expand=True), value), (ns, key)
+            assert same(mm.read(ns, key), value), (ns, key)
 
 
 def test_fuzz_api_only_typed_errors(tmp_path: Path) -> None:
@@ -218,7 +218,7 @@ def test_fuzz_values_round_trip_or_invalid_value(mm: MemoryManager) -> None:
     """Focused on values: an accepted value reads back equal and of the same
     types; a refused one raises InvalidValue (a ValueError and TypeError) and
     stores nothing."""
-    from shared.memory import InvalidValue
+    from hrm_memory import InvalidValue
 
     @settings(SETTINGS, max_examples=EXAMPLES * 2)
     @given(values)
@@ -228,9 +228,9 @@ def test_fuzz_values_round_trip_or_invalid_value(mm: MemoryManager) -> None:
             mm.write("focus.slow", "v", value)
         except InvalidValue as exc:
             assert isinstance(exc, ValueError) and isinstance(exc, TypeError)
-            assert mm.read("focus.slow", "v", expand=True) == "before"
+            assert mm.read("focus.slow", "v") == "before"
             return
-        assert same(mm.read("focus.slow", "v", expand=True), value)
+        assert same(mm.read("focus.slow", "v"), value)
         assert not (isinstance(value, float) and not math.isfinite(value))
 
     run()

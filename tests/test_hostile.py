@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.memory import (
+from hrm_memory import (
     AccessDenied,
     InvalidArgument,
     InvalidKey,
@@ -30,7 +30,7 @@ from shared.memory import (
     NamespaceSpec,
     UndeclaredNamespace,
 )
-from shared.memory.spec import MAX_KEY_BYTES
+from hrm_memory.spec import MAX_KEY_BYTES
 
 NS = "altitude.patterns"
 
@@ -224,8 +224,8 @@ def _ops(mm: MemoryManager, ns: Any, called: list[Any]) -> dict[str, Any]:
 
     return {
         "write": lambda: mm.write(ns, "k", 1),
-        "read": lambda: mm.read(ns, "k", expand=True),
-        "get_record": lambda: mm.get_record(ns, "k", expand=True),
+        "read": lambda: mm.read(ns, "k"),
+        "get_record": lambda: mm.get_record(ns, "k"),
         "update": lambda: mm.update(ns, "k", fn),
         "delete": lambda: mm.delete(ns, "k"),
         "declare-spec": lambda: mm.declare(NamespaceSpec(ns)),
@@ -262,12 +262,12 @@ def test_hostile_namespace_rejected_and_nothing_created(
         assert found == []
     try:
         found = seeded.query("*", ns)
-    except (InvalidArgument, InvalidNamespace) as exc:
+    except (InvalidArgument, InvalidNamespace, InvalidKey) as exc:
         assert isinstance(exc, ValueError)
     else:
         assert found == []
     assert files_bytes(root) == before, "a rejected namespace changed the store"
-    assert seeded.read(NS, "existing", expand=True) == {"v": 1}
+    assert seeded.read(NS, "existing") == {"v": 1}
     assert_layout(root)
     outside.assert_untouched()
 
@@ -302,7 +302,8 @@ def test_undeclared_namespace_is_typed_and_creates_nothing(mm: MemoryManager, ro
     assert isinstance(info.value, InvalidNamespace) and isinstance(info.value, LookupError)
     assert info.value.namespace == "altitude.nothere"
     assert_pickles(info.value)
-    assert mm.query("altitude.nothere", expand=True) == []
+    with pytest.raises(UndeclaredNamespace):  # a typo in a query is an error, not an empty result
+        mm.query("altitude.nothere")
     assert files_bytes(root) == before
     outside.assert_untouched()
 
@@ -311,11 +312,18 @@ def test_undeclared_namespace_is_typed_and_creates_nothing(mm: MemoryManager, ro
 def test_hostile_query_globs_create_nothing(seeded: MemoryManager, root: Path, tmp_path: Path, glob: str) -> None:
     outside = Outside(tmp_path, root)
     before = files_bytes(root)
-    # Only the seeded key exists: a glob may match it, never anything else.
-    for found in (seeded.query(glob), seeded.query(NS, glob), seeded.query("*", glob, include_cold=True)):
+    # Only the seeded key exists: a glob may match it, never anything else. A
+    # namespace glob that matches no declared namespace is a typed error.
+    for call in (lambda: seeded.query(glob), lambda: seeded.query(NS, glob), lambda: seeded.query("*", glob, include_cold=True)):
+        try:
+            found = call()
+        except (InvalidNamespace, InvalidKey) as exc:
+            assert isinstance(exc, ValueError) and isinstance(exc, MemoryStoreError)
+            continue
         assert all((r.namespace, r.key, r.value) == (NS, "existing", {"v": 1}) for r in found)
     if "*" not in glob and "[" not in glob:
-        assert seeded.query(glob) == []
+        with pytest.raises(InvalidNamespace):
+            seeded.query(glob)
     assert files_bytes(root) == before
     outside.assert_untouched()
 
@@ -392,19 +400,19 @@ def test_hostile_key_is_stored_safely_and_reads_back(mm: MemoryManager, root: Pa
     outside = Outside(tmp_path, root)
     value = {"key": key, "n": 1}
     mm.write(NS, key, value)
-    assert mm.read(NS, key, expand=True) == value
-    rec = mm.get_record(NS, key, expand=True)
+    assert mm.read(NS, key) == value
+    rec = mm.get_record(NS, key)
     assert rec is not None and rec.key == key and rec.value == value
-    assert [r.key for r in mm.query(NS, expand=True)] == [key]
+    assert [r.key for r in mm.query(NS)] == [key]
     assert mm.update(NS, key, lambda v: {**v, "n": v["n"] + 1}) == {"key": key, "n": 2}
     assert_layout(root, [key])
     mm.close()
     with MemoryManager(root, durability="flush") as again:
-        assert again.read(NS, key, expand=True) == {"key": key, "n": 2}
-        assert again.get_record(NS, key, expand=True).key == key
+        assert again.read(NS, key) == {"key": key, "n": 2}
+        assert again.get_record(NS, key).key == key
         assert again.check() == []
         assert again.delete(NS, key) is True
-        assert again.read(NS, key, default="gone", expand=True) == "gone"
+        assert again.read(NS, key, default="gone") == "gone"
     assert_layout(root, [key])
     outside.assert_untouched()
 
@@ -414,8 +422,8 @@ def test_lookalike_keys_stay_distinct(mm: MemoryManager) -> None:
     for i, key in enumerate(keys):
         mm.write(NS, key, i)
     for i, key in enumerate(keys):
-        assert mm.read(NS, key, expand=True) == i
-    assert sorted(r.key for r in mm.query(NS, expand=True)) == sorted(keys)
+        assert mm.read(NS, key) == i
+    assert sorted(r.key for r in mm.query(NS)) == sorted(keys)
 
 
 @pytest.mark.parametrize("key", REJECTED_KEYS, ids=lambda k: repr(k)[:40])
@@ -425,8 +433,8 @@ def test_hostile_key_rejected(seeded: MemoryManager, root: Path, tmp_path: Path,
     called: list[Any] = []
     calls = {
         "write": lambda: seeded.write(NS, key, 1),
-        "read": lambda: seeded.read(NS, key, expand=True),
-        "get_record": lambda: seeded.get_record(NS, key, expand=True),
+        "read": lambda: seeded.read(NS, key),
+        "get_record": lambda: seeded.get_record(NS, key),
         "update": lambda: seeded.update(NS, key, lambda v: called.append(v) or 1),
         "delete": lambda: seeded.delete(NS, key),
         "hot-write": lambda: seeded.write("altitude.session", key, 1),
@@ -443,7 +451,7 @@ def test_hostile_key_rejected(seeded: MemoryManager, root: Path, tmp_path: Path,
         assert_pickles(err)
     assert called == []
     assert files_bytes(root) == before, "a rejected key changed the store"
-    assert seeded.read(NS, "existing", expand=True) == {"v": 1}
+    assert seeded.read(NS, "existing") == {"v": 1}
     outside.assert_untouched()
 
 
@@ -477,19 +485,19 @@ def test_arbitrary_text_keys_round_trip_or_are_rejected(mm: MemoryManager, root:
         if _key_ok(key):
             mm.write(NS, key, n)
             written[key] = n
-            assert mm.read(NS, key, expand=True) == n
-            assert mm.get_record(NS, key, expand=True).key == key
+            assert mm.read(NS, key) == n
+            assert mm.get_record(NS, key).key == key
         else:
             with pytest.raises(InvalidKey):
                 mm.write(NS, key, n)
             with pytest.raises(InvalidKey):
-                mm.read(NS, key, expand=True)
+                mm.read(NS, key)
 
     check()
     # Every accepted key reads back exactly, also from a fresh process view.
     with MemoryManager(root, durability="flush", cache_size=0) as reader:
         for key, n in written.items():
-            assert reader.read(NS, key, expand=True) == n
+            assert reader.read(NS, key) == n
         assert {r.key: r.value for r in reader.query(NS)} == written
         assert reader.check() == []
     assert_layout(root)
@@ -507,8 +515,7 @@ def test_scope_cannot_write_other_hrm(mm: MemoryManager, root: Path) -> None:
         lambda: focus.update(NS, "k", lambda v: 1),
         lambda: focus.delete(NS, "k"),
         lambda: focus.write("shared.people", "k", 1),
-        lambda: focus.read(NS, "k", expand=True),
-        lambda: focus.read("../x", "k", expand=True),
+        lambda: focus.read(NS, "k"),
     ):
         with pytest.raises(AccessDenied) as info:
             call()
@@ -517,6 +524,8 @@ def test_scope_cannot_write_other_hrm(mm: MemoryManager, root: Path) -> None:
         assert_pickles(info.value)
     with pytest.raises(AccessDenied):
         focus.query("altitude.*")
+    with pytest.raises(InvalidNamespace):  # validated before the scope is asked
+        focus.read("../x", "k")
     assert files_bytes(root) == before
     for bad in ("../x", "Focus", "", "a.b", 1):
         with pytest.raises(InvalidArgument) as info:
@@ -539,7 +548,7 @@ def _exercise_every_writer(mm: MemoryManager, root: Path) -> None:
         mm.write("test.aging", f"k{i}", [i])
     mm.write("altitude.session", "hot", 1)
     assert mm.archive(now=time.time() + 10**6) == {"test.aging": 30}
-    assert mm.read("test.aging", "k3", expand=True) == [3]
+    assert mm.read("test.aging", "k3") == [3]
     mm.compact(NS)
     # A torn tail repaired by check(fix=True) creates quarantine/.
     log = next((root / "warm" / "test.rt").glob("*.log"))

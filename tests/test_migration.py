@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
-from migration import engine, manifest
-from migration.__main__ import main as migrate_main
-from migration.doc import layout_table
-from migration.formats import unvis
-from migration.layout import RULES, place_of
-from shared.memory import MemoryManager
+from hrm_memory.migration import engine, manifest
+from hrm_memory.migration.__main__ import main as migrate_main
+from hrm_memory.migration.doc import layout_table
+from hrm_memory.migration.formats import unvis
+from hrm_memory.migration.layout import RULES, place_of
+from hrm_memory import MemoryManager
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
@@ -131,14 +131,14 @@ def test_real_data_lossless_idempotent_and_rollback(tmp_path: Path) -> None:
     with store(root) as mm:
         for path, e in result["entries"].items():
             data = (REAL / path).read_bytes()
-            value = mm.read(e.namespace, e.key, expand=True)
+            value = mm.read(e.namespace, e.key)
             if path.endswith(".json"):
                 assert value == json.loads(data), path
             else:
                 assert value["raw"] == data.decode("utf-8"), path
-        state = mm.read("altitude.compressed", "state", expand=True)
+        state = mm.read("altitude.compressed", "state")
         assert repr(state["patterns"]["calendar_desync"]) == "0.8999999999999999"
-        assert isinstance(mm.read("altitude.context", "entities_people", expand=True)["people"]["donna"]["details"], str)
+        assert isinstance(mm.read("altitude.context", "entities_people")["people"]["donna"]["details"], str)
         assert mm.check() == []
 
         rolled = engine.rollback(mm)
@@ -221,44 +221,44 @@ def test_fixture_round_trip(tmp_path: Path) -> None:
 def test_fixture_values_are_lossless(tmp_path: Path) -> None:
     with store(tmp_path / "store") as mm:
         assert engine.apply(mm, FIXTURE).ok
-        conv = mm.read("altitude.conversations", "2026-01-09_21-11-37", expand=True)
+        conv = mm.read("altitude.conversations", "2026-01-09_21-11-37")
         assert "\U0001F3AF" in conv["messages"][0]["content"]  # \ud83c\udfaf pair -> one emoji
         assert "\U0001F468\u200d\U0001F469\u200d\U0001F467" in conv["messages"][0]["content"]
         assert "\u2192" in conv["messages"][1]["content"]
-        assert mm.read("altitude.conversations", "2026-01-10_16-01-57", expand=True)["summary"] is None
-        state = mm.read("altitude.compressed", "state", expand=True)
+        assert mm.read("altitude.conversations", "2026-01-10_16-01-57")["summary"] is None
+        state = mm.read("altitude.compressed", "state")
         assert repr(state["patterns"]["calendar_desync"]) == "0.8999999999999999"
         assert repr(state["patterns"]["timeboxing"]) == "0.7999999999999999"
         assert state["people"]["claude"]["r"] == "ai_" and state["preferences"]
-        people = mm.read("altitude.context", "entities_people", expand=True)["people"]
+        people = mm.read("altitude.context", "entities_people")["people"]
         assert people["donna"]["details"] == "neighbour, waters the plants"
-        assert mm.read("altitude.checkpoints", "2026-01-10T03-47-52Z", expand=True)["timestamp"] == "2026-01-10T03:47:52.123456Z"
-        assert mm.read("focus.consent", "legacy", expand=True)["first_consent_at"] == "2026-01-11T21:35:26.552910"
-        assert mm.read("shared.north_stars", "v1", expand=True)["last_updated"] == "2025-01-09T00:00:00"
-        assert mm.read("learning.retrospectives", "2026-01-09_session_99", expand=True)["session_id"] == 99
-        assert mm.read("focus.interactions", "interactions", expand=True)[0]["timestamp"] == "2026-01-11T20:00:00.000001"
-        assert mm.read("focus.bridge", "bridge_signals", expand=True) == []
+        assert mm.read("altitude.checkpoints", "2026-01-10T03-47-52Z")["timestamp"] == "2026-01-10T03:47:52.123456Z"
+        assert mm.read("focus.consent", "legacy")["first_consent_at"] == "2026-01-11T21:35:26.552910"
+        assert mm.read("shared.north_stars", "v1")["last_updated"] == "2025-01-09T00:00:00"
+        assert mm.read("learning.retrospectives", "2026-01-09_session_99")["session_id"] == 99
+        assert mm.read("focus.interactions", "interactions")[0]["timestamp"] == "2026-01-11T20:00:00.000001"
+        assert mm.read("focus.bridge", "bridge_signals") == []
 
-        history = mm.read("focus.chat_history", "chat_history", expand=True)
+        history = mm.read("focus.chat_history", "chat_history")
         assert history["raw"] == (FIXTURE / "locked_system/memory/.chat_history").read_text("utf-8")
         assert history["header"] == "_HiStOrY_V2_"
         assert history["entries"][:3] == ["where were we?", "state", "caf\u00e9 and a back\\slash\ttab"]
         assert history["entries"][3] == "here is the state 00~{"
         assert history["entries"].count(":q") == 2
 
-        notes = mm.read("focus.notes", "personal", expand=True)
+        notes = mm.read("focus.notes", "personal")
         assert [e["heading"] for e in notes["entries"]] == ["2026-01-11 22:59", "2026-01-11 22:59", "2026-01-11 23:05"]
         assert "## Shopping" in notes["entries"][1]["body"]
-        dev = mm.read("focus.notes", "developer", expand=True)
+        dev = mm.read("focus.notes", "developer")
         assert dev["entries"][-1] == {"heading": "2026-01-11 20:50", "body": "read what is in the s"}
 
-        latin = mm.read("focus.notes", "latin1", expand=True)
+        latin = mm.read("focus.notes", "latin1")
         assert latin["raw_base64"] and "caf\ufffd" in latin["raw"]
-        lone = mm.read("altitude.conversations", "2026-01-12_08-00-00", expand=True)
+        lone = mm.read("altitude.conversations", "2026-01-12_08-00-00")
         assert lone["messages"][0]["content"] == "half an emoji \ufffd here"
-        odd = mm.read("altitude.conversations", "2026-01-12_09-00-00", expand=True)
+        odd = mm.read("altitude.conversations", "2026-01-12_09-00-00")
         assert odd["summary"] == "duplicate key" and odd["score"] == "NaN" and odd["big"] == "123456789012345678901234567890"
-        broken = mm.read("altitude.conversations", "2026-01-12_10-00-00", expand=True)
+        broken = mm.read("altitude.conversations", "2026-01-12_10-00-00")
         assert broken["raw"].endswith('"cut of') and broken["error"].startswith("invalid JSON")
 
 
@@ -353,7 +353,7 @@ def test_changed_legacy_file_updates_its_record(tmp_path: Path) -> None:
         report = engine.apply(mm, legacy)
         assert report.ok and report.actions() == {"unchanged": 47, "update": 1}
         assert versions(mm)[("focus.slow", "commitment")] == v1 + 1
-        assert mm.read("focus.slow", "commitment", expand=True)["turns_remaining"] == 20
+        assert mm.read("focus.slow", "commitment")["turns_remaining"] == 20
         assert engine.verify(mm, legacy).ok
 
 
@@ -367,10 +367,10 @@ def test_store_edits_are_kept_and_protected(tmp_path: Path) -> None:
         assert not engine.verify(mm, FIXTURE).ok
         refused = engine.rollback(mm)
         assert not refused.ok and [r.path for r in refused.rows if r.action == "kept"] == ["the_assist/memory/store/north_stars/current.json"]
-        assert mm.read("shared.north_stars", "v1", expand=True) == {"north_stars": ["edited after cut-over"]}
+        assert mm.read("shared.north_stars", "v1") == {"north_stars": ["edited after cut-over"]}
         forced = engine.rollback(mm, force=True)
         assert forced.ok and manifest.entries(mm) == {} and manifest.marker(mm) is None
-        assert mm.read("shared.north_stars", "v1", expand=True) is None
+        assert mm.read("shared.north_stars", "v1") is None
 
 
 def test_foreign_record_conflicts_unless_overwrite(tmp_path: Path) -> None:
@@ -379,7 +379,7 @@ def test_foreign_record_conflicts_unless_overwrite(tmp_path: Path) -> None:
         report = engine.apply(mm, FIXTURE)
         assert not report.ok and report.actions()["conflict"] == 1
         assert (manifest.marker(mm) or {})["state"] == "incomplete"
-        assert mm.read("focus.slow", "commitment", expand=True) == {"frame": "written by an adapter first"}
+        assert mm.read("focus.slow", "commitment") == {"frame": "written by an adapter first"}
         report = engine.apply(mm, FIXTURE, overwrite=True)
         assert report.ok and report.actions()["overwrite"] == 1
         assert engine.verify(mm, FIXTURE).ok
@@ -412,7 +412,7 @@ def test_export_refuses_the_legacy_folder(tmp_path: Path) -> None:
 
 def _spawn(root: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "migration", "--root", str(root), *args, "--no-tokens"],
+        [sys.executable, "-m", "hrm_memory.migration", "--root", str(root), *args, "--no-tokens"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -518,7 +518,7 @@ def test_cli_plan_report_with_and_without_tokens(tmp_path: Path, monkeypatch: py
     total = report["by_kind"][-1]
     assert total["kind"] == "TOTAL" and total["files"] == 48 and total["tokens_before"] > 0 and total["tokens_after"] > 0
     assert all(len(f["sha256"]) == 64 for f in report["files"])
-    monkeypatch.setitem(sys.modules, "shared.memory.tokens", None)  # as if the module did not exist
+    monkeypatch.setitem(sys.modules, "hrm_memory.tokens", None)  # as if the module did not exist
     code, out = cli("plan", str(FIXTURE))
     assert code == 0 and "token columns omitted" in out and "TOKENS_BEFORE" not in out
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from shared.memory import CorruptRecord, MemoryManager
+from hrm_memory import CorruptRecord, MemoryManager
 from tests.helpers.mp_workers import (
     SPECS,
     Op,
@@ -111,7 +111,7 @@ def test_unlocked_writers_keep_every_record_whole(tmp_path: Path) -> None:
     acknowledged write must stay in the log, whole. Large values span pages,
     so a process can see another's record half-written; it must not take it
     for a crashed writer's torn tail and cut it off."""
-    from storage.warm import parse_line
+    from hrm_memory.storage.warm import parse_line
 
     root = tmp_path / "store"
     procs = [spawn("bigwriter", str(root), "3", str(i)) for i in range(PROCS)]
@@ -177,7 +177,7 @@ def test_reads_stay_right_while_another_process_compacts(tmp_path: Path) -> None
     false CorruptRecord nor, worse, another key's value. The keys have equal
     lengths and equal-length values, so that a stale offset into the new file
     lands exactly on another record's line."""
-    from storage.warm import bucket_of
+    from hrm_memory.storage.warm import bucket_of
 
     root = tmp_path / "store"
     keys = [k for k in (f"q{i:04d}" for i in range(5000)) if bucket_of(k) == 7][:40]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import MemoryManager, NamespaceSpec
 
 SPECS = [
     NamespaceSpec("t.warm"),

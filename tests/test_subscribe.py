@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.memory import Event, MemoryManager, NamespaceSpec
-from shared.memory.events import CursorExpired, InvalidCursor
+from hrm_memory import Event, MemoryManager, NamespaceSpec
+from hrm_memory import CursorExpired, InvalidCursor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -112,10 +112,10 @@ def test_cursor_replays_what_was_missed(root: Path) -> None:
 
 
 def test_expired_cursor(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.memory import events
+    from hrm_memory.storage import signal_log
 
-    monkeypatch.setattr(events, "SEGMENT_BYTES", 200)
-    monkeypatch.setattr(events, "KEEP_SEGMENTS", 2)
+    monkeypatch.setattr(signal_log, "SEGMENT_BYTES", 200)
+    monkeypatch.setattr(signal_log, "KEEP_SEGMENTS", 2)
     with MemoryManager(root) as mm:
         cursor = mm.cursor()
         for i in range(30):

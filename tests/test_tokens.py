@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
-from namespaces.codecs import CODECS
-from shared.memory import MemoryManager, tokens
-from shared.memory.errors import CorruptRecord, InvalidValue, MemoryStoreError
-from shared.memory.token_report import (
+from hrm_memory.namespaces.codecs import CODECS
+from hrm_memory import MemoryManager, tokens
+from hrm_memory.errors import CorruptRecord, InvalidValue, MemoryStoreError
+from hrm_memory.token_report import (
     Report,
     Row,
     add_cli,

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from shared.memory import InvalidValue, MemoryManager, NamespaceSpec
-from shared.memory.tracing import INVALID_TRACE_ID
+from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
+from hrm_memory.tracing import INVALID_TRACE_ID
 
 CANARY = "CANARY-7f3a9c-do-not-trace"
 
@@ -179,7 +179,7 @@ def test_close_flushes_deferred_spans(root: Path) -> None:
 
 
 def test_jsonl_file_and_trace_viewer(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shared.memory import cli
+    from hrm_memory import cli
 
     assert cli.main(["--root", str(root), "--trace", "jsonl", "--json", "put", "altitude.patterns", "k", "1"]) == 0
     trace_id = orjson.loads(capsys.readouterr().out)["trace_id"]

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.memory import InvalidValue, MemoryManager, MemoryStoreError, NamespaceSpec, ValueTooLarge
+from hrm_memory import InvalidValue, MemoryManager, MemoryStoreError, NamespaceSpec, ValueTooLarge
 
 WARM = "altitude.patterns"
 HOT = "altitude.session"
@@ -44,7 +44,7 @@ def snapshot(mm: MemoryManager, root: Path) -> tuple[Any, ...]:
             files[p.relative_to(root).as_posix()] = p.read_bytes()
     records = [
         (r.namespace, r.key, orjson.dumps(r.value), r.version, r.created_at, r.updated_at, r.tier)
-        for r in mm.query("*", include_cold=True, expand=True)
+        for r in mm.query("*", include_cold=True)
     ]
     return files, records
 
@@ -240,12 +240,12 @@ def test_bad_value_is_refused_and_store_unchanged(
     with pytest.raises(InvalidValue):
         mm.update(ns, "new", lambda old: factory())
     assert snapshot(mm, root) == before
-    rec = mm.get_record(ns, "k", expand=True)
+    rec = mm.get_record(ns, "k")
     assert rec.value == {"old": 1} and rec.version == 1
-    assert mm.read(ns, "new", default="absent", expand=True) == "absent"
+    assert mm.read(ns, "new", default="absent") == "absent"
     # The store keeps working after the refusal.
     mm.write(ns, "k", {"new": 2})
-    assert mm.read(ns, "k", expand=True) == {"new": 2}
+    assert mm.read(ns, "k") == {"new": 2}
 
 
 @pytest.mark.parametrize("ns", NAMESPACES)
@@ -267,14 +267,14 @@ def test_extreme_but_valid_values_accepted(mm: MemoryManager, ns: str) -> None:
     for key, value in values.items():
         mm.write(ns, key, value)
     for key, value in values.items():
-        assert_identical(mm.read(ns, key, expand=True), value)
+        assert_identical(mm.read(ns, key), value)
 
 
 def test_nesting_limit_is_consistent(mm: MemoryManager) -> None:
     """The documented limit is orjson's, checked in C on every write: 254
     levels are accepted, 255 and more refused, with the path of the cut."""
     mm.write(WARM, "ok", nested(254))
-    assert mm.read(WARM, "ok", expand=True) == nested(254)
+    assert mm.read(WARM, "ok") == nested(254)
     for depth in (255, 256, 300):
         with pytest.raises(InvalidValue) as info:
             mm.write(WARM, f"d{depth}", nested(depth))
@@ -288,7 +288,7 @@ def test_enum_members_are_stored_as_their_value(mm: MemoryManager) -> None:
     str. A plain Enum (a non-JSON value) is refused: see BAD_VALUES."""
     for key, value, plain in [("a", Level.LOW, 1), ("b", {"level": Level.LOW}, {"level": 1}), ("c", [Mode.FAST], ["fast"])]:
         mm.write(WARM, key, value)
-        got = mm.read(WARM, key, expand=True)
+        got = mm.read(WARM, key)
         assert got == plain and type(got) is type(plain)
         if isinstance(plain, dict):
             assert type(got["level"]) is int
@@ -314,8 +314,8 @@ def test_value_too_large(mm: MemoryManager, root: Path, tier: str) -> None:
         with pytest.raises(ValueTooLarge):
             mm.update(ns, key, lambda old, v=value: v)
     assert snapshot(mm, root) == before
-    assert mm.read(ns, "k", expand=True) == "x" * 98
-    assert mm.read(ns, "new", expand=True) is None
+    assert mm.read(ns, "k") == "x" * 98
+    assert mm.read(ns, "new") is None
 
 
 def test_default_size_limit(mm: MemoryManager, root: Path) -> None:
@@ -371,34 +371,34 @@ def test_json_values_round_trip_exactly(mm: MemoryManager, root: Path) -> None:
             written[key] = value
             for ns in (WARM, HOT, "test.aging"):
                 mm.write(ns, key, value)
-                assert_identical(mm.read(ns, key, expand=True), value)
-                assert orjson.dumps(mm.read(ns, key, expand=True)) == orjson.dumps(value)
-            assert_identical(mm.get_record(HOT, key, expand=True).value, value)
-            assert_identical(reader.read(WARM, key, expand=True), value)
+                assert_identical(mm.read(ns, key), value)
+                assert orjson.dumps(mm.read(ns, key)) == orjson.dumps(value)
+            assert_identical(mm.get_record(HOT, key).value, value)
+            assert_identical(reader.read(WARM, key), value)
             assert mm.archive(now=time.time() + 10**6) == {"test.aging": 1}
-            rec = mm.get_record("test.aging", key, expand=True)
+            rec = mm.get_record("test.aging", key)
             assert rec.tier == "cold"
             assert_identical(rec.value, value)
 
         check()
     finally:
         reader.close()
-    by_key = {r.key: r.value for r in mm.query(WARM, expand=True)}
-    cold = {r.key: r.value for r in mm.query("test.aging", include_cold=True, expand=True)}
+    by_key = {r.key: r.value for r in mm.query(WARM)}
+    cold = {r.key: r.value for r in mm.query("test.aging", include_cold=True)}
     mm.close()
     with MemoryManager(root, durability="flush") as again:
         for key, value in written.items():
             assert_identical(by_key[key], value)
             assert_identical(cold[key], value)
-            assert_identical(again.read(WARM, key, expand=True), value)
-            assert_identical(again.read("test.aging", key, expand=True), value)
+            assert_identical(again.read(WARM, key), value)
+            assert_identical(again.read("test.aging", key), value)
         assert again.check() == []
 
 
 def test_returned_values_are_copies(mm: MemoryManager) -> None:
     for ns in NAMESPACES:
         mm.write(ns, "k", {"list": [1, 2]})
-        got = mm.read(ns, "k", expand=True)
+        got = mm.read(ns, "k")
         got["list"].append(3)
         got["extra"] = True
-        assert mm.read(ns, "k", expand=True) == {"list": [1, 2]}
+        assert mm.read(ns, "k") == {"list": [1, 2]}

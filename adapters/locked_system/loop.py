@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters._doc import checked, now_iso
+from hrm_memory.adapters._doc import checked, now_iso
 
 from .memory._base import as_path, doc
 from .memory.consent import ConsentManager

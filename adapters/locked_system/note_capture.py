@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from adapters._doc import Doc, checked
+from hrm_memory.adapters._doc import Doc, checked
 
 from .memory._base import as_path, doc
 
@@ -36,8 +36,8 @@ class NoteType(str, Enum):
 
 
 def _parsed(text: str) -> dict[str, Any]:
-    from migration.anomalies import Flags
-    from migration.formats import parse_notes
+    from hrm_memory.migration.anomalies import Flags
+    from hrm_memory.migration.formats import parse_notes
 
     return parse_notes(text, Flags())
 

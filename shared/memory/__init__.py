@@ -1,50 +1,127 @@
 """hrm-memory: one MemoryManager for every HRM's memory.
 
->>> from shared.memory import MemoryManager
+>>> from hrm_memory import MemoryManager
 >>> with MemoryManager(root) as mm:                          # doctest: +SKIP
 ...     mm.write("altitude.patterns", "timeboxing", {"s": 0.8})
 ...     mm.read("altitude.patterns", "timeboxing")
+{'s': 0.8}
+
+Everything a user needs is importable from here; the modules behind it are
+the package's own. Every error derives from :class:`MemoryStoreError` and from
+the built-in a caller would catch (``ValueError``, ``PermissionError``, ...).
 """
 
+from .aio import AsyncMemoryManager, AsyncSubscription
+from .backend import Backend, ChangeLog, HotStore
+from .codes import Codec, CodecRegistry
 from .errors import (
     AccessDenied,
+    BadInput,
     CorruptRecord,
+    CursorExpired,
+    InvalidArgument,
+    InvalidCursor,
+    InvalidFilter,
     InvalidKey,
     InvalidNamespace,
+    InvalidSpec,
     InvalidValue,
     LockTimeout,
     MemoryStoreError,
+    NamespaceConflict,
+    NamespaceInUse,
+    SchemaViolation,
     StorageError,
     StoreClosed,
     UndeclaredNamespace,
+    UnknownConsentCategory,
+    UnknownSchema,
     Unsupported,
     ValueTooLarge,
 )
-from .manager import InvalidArgument, MemoryManager, Scope, default_root
+from .events import Subscription
+from .manager import Consent, MemoryManager, Scope, default_root
+from .ops import (
+    ArchiveOp,
+    CheckOp,
+    CompactOp,
+    ConsentOp,
+    CursorOp,
+    DeclareOp,
+    DeleteOp,
+    EventsSinceOp,
+    ExpandOp,
+    GetOp,
+    NamespacesOp,
+    Op,
+    PutOp,
+    QueryOp,
+    StatsOp,
+    SubscribeOp,
+    UndeclareOp,
+    UpdateOp,
+)
 from .records import MISSING, Event, Finding, Record
 from .spec import NamespaceSpec, Registry
 
 __all__ = [
     "MISSING",
     "AccessDenied",
+    "ArchiveOp",
+    "AsyncMemoryManager",
+    "AsyncSubscription",
+    "BadInput",
+    "Backend",
+    "ChangeLog",
+    "CheckOp",
+    "Codec",
+    "CodecRegistry",
+    "CompactOp",
+    "Consent",
+    "ConsentOp",
     "CorruptRecord",
+    "CursorExpired",
+    "CursorOp",
+    "DeclareOp",
+    "DeleteOp",
     "Event",
+    "EventsSinceOp",
+    "ExpandOp",
     "Finding",
+    "GetOp",
+    "HotStore",
     "InvalidArgument",
+    "InvalidCursor",
+    "InvalidFilter",
     "InvalidKey",
     "InvalidNamespace",
+    "InvalidSpec",
     "InvalidValue",
     "LockTimeout",
     "MemoryManager",
     "MemoryStoreError",
+    "NamespaceConflict",
+    "NamespaceInUse",
     "NamespaceSpec",
+    "NamespacesOp",
+    "Op",
+    "PutOp",
+    "QueryOp",
     "Record",
     "Registry",
+    "SchemaViolation",
     "Scope",
+    "StatsOp",
     "StorageError",
     "StoreClosed",
+    "SubscribeOp",
+    "Subscription",
+    "UndeclareOp",
     "UndeclaredNamespace",
+    "UnknownConsentCategory",
+    "UnknownSchema",
     "Unsupported",
+    "UpdateOp",
     "ValueTooLarge",
     "default_root",
 ]

@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from .errors import MemoryStoreError
+from .errors import BadInput, MemoryStoreError
+from .textfmt import table
 from .manager import MemoryManager, default_root
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3, 4
@@ -26,27 +27,6 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3,
 
 def _dump(obj: Any) -> str:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    if not rows:
-        return "(none)"
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (dict, list)):
-        text = orjson.dumps(v).decode()
-        return text if len(text) <= 60 else text[:57] + "..."
-    if isinstance(v, datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S")
-    return str(v)
 
 
 def _parse_value(text: str) -> Any:
@@ -57,11 +37,7 @@ def _parse_value(text: str) -> Any:
         # ints (so the store refuses them) instead of rounding them to floats.
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise _BadInput(f"VALUE is not valid JSON ({exc}); quote strings as JSON, e.g. '\"text\"'") from None
-
-
-class _BadInput(Exception):
-    pass
+        raise BadInput(f"VALUE is not valid JSON ({exc}); quote strings as JSON, e.g. '\"text\"'") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -90,7 +66,7 @@ def _record_json(r: Any) -> dict[str, Any]:
 
 
 def cmd_get(mm: MemoryManager, args: argparse.Namespace) -> int:
-    rec = mm.get_record(args.namespace, args.key, expand=not args.compact)
+    rec = mm.get_record(args.namespace, args.key, compact=args.compact)
     if rec is None:
         print(f"not found: {args.namespace} {args.key!r}", file=sys.stderr)
         return EXIT_NOT_FOUND
@@ -133,7 +109,7 @@ def cmd_ls(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.namespace:
         recs = mm.query(args.namespace, "*", include_cold=args.cold)
         rows = [{"namespace": r.namespace, "key": r.key, "version": r.version, "tier": r.tier} for r in recs]
-        print(_dump(rows) if args.json else _table(rows, ["namespace", "key", "version", "tier"]))
+        print(_dump(rows) if args.json else table(rows, ["namespace", "key", "version", "tier"]))
         return EXIT_OK
     per_ns = mm.stats()["namespaces"]
     rows = []
@@ -151,7 +127,7 @@ def cmd_ls(mm: MemoryManager, args: argparse.Namespace) -> int:
             }
         )
     cols = ["namespace", "tier", "ttl_days", "max_keys", "keys", "archived", "description"]
-    print(_dump(rows) if args.json else _table(rows, cols))
+    print(_dump(rows) if args.json else table(rows, cols))
     return EXIT_OK
 
 
@@ -160,18 +136,18 @@ def cmd_query(mm: MemoryManager, args: argparse.Namespace) -> int:
     for item in args.where or []:
         field, sep, raw = item.partition("=")
         if not sep or not field:
-            raise _BadInput(f"--where expects FIELD=JSON, got {item!r}")
+            raise BadInput(f"--where expects FIELD=JSON, got {item!r}")
         try:
             where[field] = json.loads(raw)
         except json.JSONDecodeError:
             where[field] = raw  # a bare word means that string
     recs = mm.query(
-        args.namespace, args.key, where=where or None, limit=args.limit, include_cold=args.cold, expand=not args.compact
+        args.namespace, args.key, where=where or None, limit=args.limit, include_cold=args.cold, compact=args.compact
     )
     if args.json:
         print(_dump([_record_json(r) for r in recs]))
     else:
-        print(_table([_record_row(r) for r in recs], ["namespace", "key", "version", "tier", "updated", "value"]))
+        print(table([_record_row(r) for r in recs], ["namespace", "key", "version", "tier", "updated", "value"]))
     return EXIT_OK
 
 
@@ -182,7 +158,7 @@ def cmd_stats(mm: MemoryManager, args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"root: {stats['root']}  durability: {stats['durability']}  locking: {stats['locking']}")
     rows = [{"namespace": ns, **v} for ns, v in stats["namespaces"].items() if v["keys"] or v["archived"]]
-    print(_table(rows, ["namespace", "tier", "keys", "archived", "warm_bytes", "cold_bytes"]))
+    print(table(rows, ["namespace", "tier", "keys", "archived", "warm_bytes", "cold_bytes"]))
     return EXIT_OK
 
 
@@ -220,7 +196,7 @@ def cmd_demo(mm: MemoryManager, args: argparse.Namespace) -> int:
 def cmd_trace(mm: MemoryManager, args: argparse.Namespace) -> int:
     from . import telemetry
 
-    path = Path(args.file) if args.file else telemetry.default_trace_file(mm.root)
+    path = Path(args.file) if args.file else telemetry.default_trace_file(mm.root if mm.root is not None else default_root())
     if args.trace_command == "show":
         if not path.exists():
             print(f"no trace file at {path} (run commands with --trace jsonl)", file=sys.stderr)
@@ -303,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
     s = sub.add_parser("archive", help="move warm records past their TTL to the cold tier")
     s.add_argument("--now", type=float, help="pretend the time is this epoch second")
-    from migration.cli import add_cli as add_migrate_cli
+    from hrm_memory.migration.cli import add_cli as add_migrate_cli
 
     from . import token_report
 
@@ -329,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return token_report.run_cli(args)
     if args.command == "migrate":  # opens the store itself (plan must not)
-        from migration.cli import run_cli as run_migrate
+        from hrm_memory.migration.cli import run_cli as run_migrate
 
         return run_migrate(args)
     root: str | Path | None = args.root
@@ -350,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
             return COMMANDS[args.command](mm, args)
-    except _BadInput as exc:
+    except BadInput as exc:
         print(f"hrm-memory: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryStoreError as exc:

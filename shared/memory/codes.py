@@ -266,13 +266,4 @@ class CodecRegistry:
         return sorted(self._codecs)
 
 
-def default_registry() -> CodecRegistry:
-    """The seed codecs of the ``namespaces`` package."""
-    # Imported here: ``shared.memory`` defines the contract and must not
-    # depend on the declarations at import time (see DESIGN.md, Layout).
-    from namespaces.codecs import CODECS
-
-    return CodecRegistry(CODECS.values())
-
-
-__all__ = ["ESCAPE", "Codec", "CodecRegistry", "default_registry"]
+__all__ = ["ESCAPE", "Codec", "CodecRegistry"]

@@ -49,6 +49,20 @@ class UndeclaredNamespace(InvalidNamespace, LookupError):
     """The namespace is well formed but was never declared."""
 
 
+class InvalidSpec(InvalidNamespace, TypeError):
+    """A namespace declaration has a field of the wrong type or out of range
+    (attributes ``namespace``, ``field``). Nothing was registered or stored."""
+
+
+class NamespaceConflict(InvalidSpec):
+    """The namespace is already declared with different fields (attribute
+    ``fields``: the names of the fields that differ)."""
+
+
+class NamespaceInUse(MemoryStoreError, ValueError):
+    """The namespace still holds data, so it cannot be undeclared without ``purge=True``."""
+
+
 class InvalidKey(MemoryStoreError, ValueError):
     """The key is not a usable key (attributes ``namespace``, ``key``)."""
 
@@ -60,6 +74,40 @@ class InvalidValue(MemoryStoreError, ValueError, TypeError):
 
 class ValueTooLarge(InvalidValue):
     """The encoded value exceeds the namespace's ``max_value_bytes``."""
+
+
+class SchemaViolation(InvalidValue):
+    """The value does not fit the namespace's schema (attributes ``namespace``,
+    ``key``, ``field``, ``errors``)."""
+
+
+class UnknownSchema(InvalidValue):
+    """The namespace names a schema that cannot be found or is not a model."""
+
+
+class InvalidArgument(MemoryStoreError, ValueError):
+    """An argument other than a namespace, key or value is out of range."""
+
+
+class BadInput(InvalidArgument):
+    """A command-line argument (CLI, migration) cannot be used; exit code 2."""
+
+
+class InvalidFilter(InvalidArgument):
+    """A ``where`` filter cannot mean anything (unknown operator, an operand of
+    the wrong type); attribute ``field``."""
+
+
+class UnknownConsentCategory(MemoryStoreError, ValueError):
+    """Not one of the consent categories (attribute ``category``)."""
+
+
+class CursorExpired(MemoryStoreError, LookupError):
+    """The cursor points at change-log entries that were already removed."""
+
+
+class InvalidCursor(MemoryStoreError, ValueError):
+    """The cursor is not one this store handed out."""
 
 
 class AccessDenied(MemoryStoreError, PermissionError):
@@ -93,15 +141,26 @@ class StorageError(MemoryStoreError, OSError):
 
 __all__ = [
     "AccessDenied",
+    "BadInput",
     "CorruptRecord",
+    "CursorExpired",
+    "InvalidArgument",
+    "InvalidCursor",
+    "InvalidFilter",
     "InvalidKey",
     "InvalidNamespace",
+    "InvalidSpec",
     "InvalidValue",
     "LockTimeout",
     "MemoryStoreError",
+    "NamespaceConflict",
+    "NamespaceInUse",
+    "SchemaViolation",
     "StorageError",
     "StoreClosed",
     "UndeclaredNamespace",
+    "UnknownConsentCategory",
+    "UnknownSchema",
     "Unsupported",
     "ValueTooLarge",
 ]

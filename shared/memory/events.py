@@ -7,62 +7,30 @@ time. Callbacks therefore run outside every store lock, in commit order per
 key; one that raises is logged and traced and stops neither the write nor
 the other callbacks.
 
-Across processes, every persisted change also appends one line to an
-append-only signal log, ``events/<nnnnnn>.log`` (the same checksummed line
-framing as the warm tier; no values, only op, namespace, key, version, trace
-id and origin). A process with cross-process subscriptions runs one thread
-that polls the log's size every ``poll_interval`` seconds (5 ms by default)
-and delivers new lines in log order, which is commit order per key. Why a log
-and not file-system notifications: a log gives every event exactly once and
-in order, survives the subscriber's absence (a cursor replays what was
-missed), and works where inotify does not (several NFS clients); polling one
-``stat`` every 5 ms costs well under 1% of a core.
-
-Segments roll over at ``SEGMENT_BYTES``; the newest ``KEEP_SEGMENTS`` are
-kept. A cursor older than that raises :class:`CursorExpired`. Appends hold a
-shared ``flock`` on ``events/.lock`` and a roll holds it exclusively, and the
-current segment number is a memory-mapped counter (``events/.seg``): so once
-segment N+1 exists nothing more lands in N, and a reader never leaves a
-segment before it is complete, whichever process writes.
+Across processes, every persisted change is also appended to the backend's
+change log (:class:`hrm_memory.backend.ChangeLog`: a file log by default). A
+process with cross-process subscriptions runs one thread that asks the log
+every ``poll_interval`` seconds (5 ms by default) whether anything was added,
+and delivers new entries in log order, which is commit order per key. A
+cursor (:meth:`EventBus.cursor`) replays what a process missed.
 """
 
 from __future__ import annotations
 
-import fcntl
 import fnmatch
 import logging
-import os
-import secrets
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from .errors import MemoryStoreError
-from .fsutil import FILE_MODE, NOFOLLOW, SharedCounters, ensure_real_dirs, frame, make_dirs, unframe
+from .backend import ChangeLog
+from .errors import CursorExpired
 from .records import Event
 
 log = logging.getLogger("hrm_memory.events")
 
-SEGMENT_BYTES = 8 * 1024 * 1024
-KEEP_SEGMENTS = 8
-
 Callback = Callable[[Event], Any]
-_OP_CODE = {"write": "w", "delete": "d", "archive": "a"}
-_OP_NAME = {v: k for k, v in _OP_CODE.items()}
-_NO_TRACE = "0" * 32
-
-
-class CursorExpired(MemoryStoreError, LookupError):
-    """The cursor points at signal-log segments that were already removed."""
-
-
-class InvalidCursor(MemoryStoreError, ValueError):
-    """The cursor is not one this store handed out."""
 
 
 class Subscription:
@@ -107,31 +75,19 @@ class Subscription:
         return f"Subscription({self.namespace!r}, key={self.key!r}, remote={self.remote}, active={self.active})"
 
 
-def _parse_cursor(cursor: str) -> tuple[int, int]:
-    seg, sep, off = cursor.partition(":") if isinstance(cursor, str) else ("", "", "")
-    if not (sep and seg.isdigit() and off.isdigit()):
-        raise InvalidCursor(f"not a signal-log cursor: {cursor!r} (expected 'SEGMENT:OFFSET')")
-    return int(seg), int(off)
-
-
 class EventBus:
-    """Local dispatch plus the cross-process signal log of one manager."""
+    """In-process dispatch of one manager, plus the watcher that reads the
+    backend's change log for other processes' changes."""
 
     def __init__(
         self,
-        root: Path,
+        changes: ChangeLog | None,
         *,
         report_error: Callable[[Subscription, Event, BaseException], None],
         poll_interval: float = 0.005,
-        log_events: bool = True,
     ) -> None:
-        self.dir = root / "events"
-        # One field names the writer: "<pid>.<random>" (the random part tells
-        # two managers of one process apart).
-        self._pid = os.getpid()
-        self.token = f"{self._pid}.{secrets.token_hex(3)}"
+        self.changes = changes
         self.poll_interval = poll_interval
-        self.log_events = log_events
         self._report_error = report_error
         self._subs: list[Subscription] = []
         self._remote: list[Subscription] = []
@@ -139,35 +95,36 @@ class EventBus:
         self._dispatching = threading.Lock()
         self._dispatch_owner: int | None = None
         self._guard = threading.Lock()
-        self._fd: int | None = None
-        self._seg = 0
-        self._lock_fd: int | None = None
-        self._counter: SharedCounters | None = None
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
-        self._pos: tuple[int, int] | None = None
+        self._pos: str | None = None
         self._read_lock = threading.Lock()
-        self.gaps = 0  # signals that could not be logged (disk full, read-only root)
+
+    @property
+    def pending(self) -> bool:
+        """Events are queued for delivery (the pipeline dispatches after the lock)."""
+        return bool(self._queue)
 
     # -- subscribing ---------------------------------------------------------------
 
     def subscribe(
         self, namespace: str, callback: Callback, key: str = "*", remote: bool = True, since: str | None = None
     ) -> Subscription:
+        changes = self.changes if remote else None
         sub = Subscription(self, namespace, key, callback, remote)
         replay: list[Event] = []
         with self._guard:
             self._subs = [*self._subs, sub]
-            if remote:
+            if changes is not None:
                 with self._read_lock:
                     if self._pos is None:
-                        self._pos = _parse_cursor(self.cursor())
+                        self._pos = changes.cursor()
                     if since is not None:
                         # What was missed, up to where the watcher is; live
                         # events after that wait in the backlog until the
                         # replay is delivered, so nothing is skipped, doubled
                         # or reordered at the seam.
-                        replay, _ = self._read(_parse_cursor(since), upto=self._pos)
+                        replay, _ = changes.read(since, upto=self._pos)
                         sub.backlog = []
                     self._remote = [*self._remote, sub]
                 self._ensure_watcher()
@@ -198,9 +155,9 @@ class EventBus:
 
     def record(self, op: str, namespace: str, key: str, version: int, trace_id: str, persisted: bool) -> None:
         """Called with the namespace lock held, right after the commit: queue
-        the local event and append the signal line (commit order)."""
-        if persisted and self.log_events:
-            self._append(op, namespace, key, version, trace_id)
+        the local event and log the change for other processes (commit order)."""
+        if persisted and self.changes is not None:
+            self.changes.append(op, namespace, key, version, trace_id)
         subs = self._subs
         if subs:
             event = Event(op, namespace, key, version, trace_id, "local")
@@ -235,161 +192,19 @@ class EventBus:
             log.exception("subscriber %r failed on %s %s/%s", sub, event.op, event.namespace, event.key)
             self._report_error(sub, event, exc)
 
-    # -- the signal log ----------------------------------------------------------
-
-    def _segments(self) -> list[int]:
-        try:
-            return sorted(int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit())
-        except FileNotFoundError:
-            return []
-
-    def _path(self, seg: int) -> Path:
-        return self.dir / f"{seg:06d}.log"
-
-    def _append(self, op: str, namespace: str, key: str, version: int, trace_id: str) -> None:
-        # Compact on purpose: the log is part of the store's footprint. An
-        # all-zero trace id (tracing off) is written as "".
-        tid = "" if trace_id == _NO_TRACE else trace_id
-        if self._pid != os.getpid():
-            # A forked child is another writer: its own name, its own fds.
-            self._pid = os.getpid()
-            self.token = f"{self._pid}.{secrets.token_hex(3)}"
-            self._fd = self._lock_fd = None
-            self._counter = None
-        body = orjson.dumps([time.time_ns() // 1000, self.token, _OP_CODE[op], namespace, key, version, tid])
-        line = frame(body)
-        with self._guard:
-            try:
-                self._append_shared(line)
-            except OSError as exc:
-                # The change is committed already; failing the write now
-                # would report a committed change as failed. Other processes
-                # miss this signal (the framing keeps a partial line from
-                # harming the next), and the gap is logged.
-                self.gaps += 1
-                log.warning(
-                    "signal log: could not record %s %s/%s (%s); subscribers in other processes miss it",
-                    op, namespace, key, exc,
-                )
-
-    def _append_shared(self, line: bytes) -> None:
-        """Append under a shared flock on ``events/.lock``; a roll to the next
-        segment takes it exclusively. So no process ever appends to a segment
-        once its successor exists, and a reader may treat a segment as final
-        as soon as the next one is there."""
-        lock_fd = self._lock_fd if self._lock_fd is not None else self._open_shared()
-        fcntl.flock(lock_fd, fcntl.LOCK_SH)
-        try:
-            assert self._counter is not None
-            current = self._counter.get(0) or 1
-            if current != self._seg or self._fd is None:
-                self._switch(current)
-            assert self._fd is not None
-            os.write(self._fd, line)
-            full = os.lseek(self._fd, 0, os.SEEK_CUR) >= SEGMENT_BYTES
-        finally:
-            fcntl.flock(lock_fd, fcntl.LOCK_UN)
-        if full:
-            self._roll(current)
-
-    def _open_shared(self) -> int:
-        ensure_real_dirs(self.dir.parent, "events")
-        make_dirs(self.dir, durable=False)
-        self._counter = SharedCounters(self.dir / ".seg", 1)
-        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
-        return self._lock_fd
-
-    def _switch(self, seg: int) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = os.open(self._path(seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
-        self._seg = seg
-
-    def _roll(self, seg: int) -> None:
-        assert self._lock_fd is not None and self._counter is not None
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            if (self._counter.get(0) or 1) != seg:
-                return  # another process rolled first
-            nxt = seg + 1
-            os.close(os.open(self._path(nxt), os.O_WRONLY | os.O_CREAT | NOFOLLOW, FILE_MODE))
-            self._counter.set(0, nxt)
-            self._switch(nxt)
-            for old in self._segments()[:-KEEP_SEGMENTS]:
-                self._path(old).unlink(missing_ok=True)
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+    # -- cursors -------------------------------------------------------------------
 
     def cursor(self) -> str:
-        """The position just after the last logged event, as ``"SEG:OFFSET"``."""
-        segs = self._segments()
-        if not segs:
-            return "1:0"
-        try:
-            return f"{segs[-1]}:{os.stat(self._path(segs[-1])).st_size}"
-        except FileNotFoundError:
-            return f"{segs[-1]}:0"
+        return self.changes.cursor() if self.changes is not None else ""
 
     def since(self, cursor: str, namespace: str = "*", key: str = "*") -> tuple[list[Event], str]:
         """Events logged after ``cursor`` (every origin, this one included)
         matching the globs, and the cursor to resume from."""
-        events, end = self._read(_parse_cursor(cursor), upto=None, skip_own=False)
+        if self.changes is None:
+            return [], cursor
+        events, end = self.changes.read(cursor, skip_own=False)
         probe = Subscription(self, namespace, key, lambda e: None, True)
-        return [e for e in events if probe.matches(e)], f"{end[0]}:{end[1]}"
-
-    def _read(
-        self, start: tuple[int, int], upto: tuple[int, int] | None, skip_own: bool = True
-    ) -> tuple[list[Event], tuple[int, int]]:
-        segs = self._segments()
-        seg, off = start
-        if segs and seg < segs[0] and not (seg == segs[0] - 1 and off == 0):
-            raise CursorExpired(
-                f"cursor {seg}:{off} is older than the oldest kept signal segment {segs[0]}; "
-                "re-read the state with query() and take a new cursor"
-            )
-        events: list[Event] = []
-        while True:
-            if upto is not None and seg > upto[0]:
-                break
-            limit = None if upto is None or seg < upto[0] else upto[1]
-            off = self._read_segment(seg, off, limit, skip_own, events)
-            if limit is not None or not self._path(seg + 1).exists():
-                break
-            # The next segment exists, so nothing more is appended to this one
-            # (rolls wait for every appender): take what landed since, move on.
-            off = self._read_segment(seg, off, None, skip_own, events)
-            seg, off = seg + 1, 0
-        return events, (seg, off)
-
-    def _read_segment(self, seg: int, off: int, limit: int | None, skip_own: bool, out: list[Event]) -> int:
-        """Append the complete lines of segment ``seg`` from ``off`` (to
-        ``limit``) to ``out``; return the offset after the last one."""
-        try:
-            with os.fdopen(os.open(self._path(seg), os.O_RDONLY | NOFOLLOW), "rb") as f:
-                f.seek(off)
-                data = f.read() if limit is None else f.read(max(0, limit - off))
-        except FileNotFoundError:
-            return off
-        consumed = data.rfind(b"\n") + 1
-        for line in data[:consumed].split(b"\n"):
-            ev = self._parse(line, skip_own)
-            if ev is not None:
-                out.append(ev)
-        return off + consumed
-
-    def _parse(self, line: bytes, skip_own: bool) -> Event | None:
-        body = unframe(line)
-        if body is None:
-            return None
-        try:
-            ts, token, op, ns, key, version, trace_id = orjson.loads(body)
-            op = _OP_NAME[op]
-        except (ValueError, KeyError, orjson.JSONDecodeError):
-            return None
-        if skip_own and token == self.token:
-            return None
-        origin = "local" if token == self.token else "pid:" + token.split(".", 1)[0]
-        return Event(op, ns, key, version, trace_id or _NO_TRACE, origin)
+        return [e for e in events if probe.matches(e)], end
 
     # -- the watcher thread ---------------------------------------------------------
 
@@ -412,30 +227,24 @@ class EventBus:
             try:
                 self._poll()
             except Exception:  # noqa: BLE001 - a dead watcher would lose every later event
-                log.exception("signal log watcher: poll failed; retrying")
+                log.exception("change log watcher: poll failed; retrying")
 
     def _poll(self) -> None:
-        pos = self._pos
-        if pos is None:
+        changes, pos = self.changes, self._pos
+        if changes is None or pos is None:
             return
         try:
-            size = os.stat(self._path(pos[0])).st_size
-        except FileNotFoundError:
-            segs = self._segments()
-            if segs and segs[0] > pos[0]:
-                # We fell behind the kept segments (a long pause): say so and
-                # go on from the oldest one there is.
-                log.warning(
-                    "signal log: segments %d..%d were removed before this process read them; "
-                    "events in them were missed", pos[0], segs[0] - 1,
-                )
-                with self._read_lock:
-                    self._pos = (segs[0], 0)
-            return
-        if size <= pos[1] and not self._path(pos[0] + 1).exists():
+            if not changes.changed(pos):
+                return
+        except CursorExpired:
+            # We fell behind what the log keeps (a long pause): say so and go
+            # on from the oldest entry there is.
+            log.warning("change log: entries after %s were removed before this process read them; missed", pos)
+            with self._read_lock:
+                self._pos = changes.oldest()
             return
         with self._read_lock:
-            events, self._pos = self._read(self._pos or pos, upto=None)
+            events, self._pos = changes.read(self._pos or pos)
             remote = self._remote
         for ev in events:
             for sub in remote:
@@ -449,12 +258,3 @@ class EventBus:
                 sub.active = False
             self._subs = []
             self._remote = []
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-            if self._counter is not None:
-                self._counter.close()
-                self._counter = None

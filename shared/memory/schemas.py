@@ -13,17 +13,8 @@ import importlib
 import threading
 from typing import Any
 
-from .errors import InvalidValue
-from .spec import NamespaceSpec
-
-
-class SchemaViolation(InvalidValue):
-    """The value does not fit the namespace's schema (attributes ``namespace``,
-    ``key``, ``field``, ``errors``)."""
-
-
-class UnknownSchema(InvalidValue):
-    """The namespace names a schema that cannot be found or is not a model."""
+from .errors import SchemaViolation, UnknownSchema
+from .spec import SCHEMA_CLASSES, NamespaceSpec
 
 
 class Schemas:
@@ -41,7 +32,7 @@ class Schemas:
     def model(self, spec: NamespaceSpec) -> Any:
         name = spec.schema
         assert name is not None
-        model = self._models.get(name)
+        model = self._models.get(name) or SCHEMA_CLASSES.get(name)
         if model is None:
             module, sep, attr = name.partition(":")
             try:

@@ -8,16 +8,25 @@ more can be declared at run time and are then remembered in the store.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import InvalidKey, InvalidNamespace, UndeclaredNamespace
+from .errors import InvalidKey, InvalidNamespace, InvalidSpec, NamespaceConflict, UndeclaredNamespace
 
 TIERS = ("hot", "warm")
 DAY = 24 * 3600.0
+
+#: Consent categories a namespace may be gated by (as the legacy ConsentManager had them).
+CONSENT_CATEGORIES = ("conversation", "signals", "preferences")
+
+#: Pydantic model classes given directly as a schema, by the name the spec
+#: stores ("module:QualName"); :class:`hrm_memory.schemas.Schemas` looks here
+#: before importing, so a class defined in a test or a notebook works too.
+SCHEMA_CLASSES: dict[str, type] = {}
 
 # Namespaces become directory names, so they are kept to a strict ASCII
 # alphabet: no separators, no dots at the ends, nothing Unicode can disguise.
@@ -112,21 +121,45 @@ class NamespaceSpec:
     schema: str | None = None
 
     def __post_init__(self) -> None:
+        # Every field is checked here, so a bad spec never reaches a registry
+        # or the store (a persisted bad spec would break every later write).
         check_namespace(self.name)
+        name = self.name
+
+        def bad(field: str, expected: str) -> InvalidSpec:
+            value = getattr(self, field)
+            return InvalidSpec(
+                f"namespace {name!r}: {field} must be {expected}, not {value!r}", namespace=name, field=field
+            )
+
         if self.tier not in TIERS:
-            raise InvalidNamespace(
-                f"namespace {self.name!r}: home tier must be one of {TIERS}, not {self.tier!r}",
-                namespace=self.name,
-            )
-        if self.ttl is not None and not self.ttl > 0:
-            raise InvalidNamespace(f"namespace {self.name!r}: ttl must be positive", namespace=self.name)
-        if self.max_keys is not None and self.max_keys < 1:
-            raise InvalidNamespace(f"namespace {self.name!r}: max_keys must be >= 1", namespace=self.name)
-        if not 0 < self.max_value_bytes <= MAX_VALUE_BYTES:
-            raise InvalidNamespace(
-                f"namespace {self.name!r}: max_value_bytes must be in 1..{MAX_VALUE_BYTES}",
-                namespace=self.name,
-            )
+            raise bad("tier", f"one of {TIERS}")
+        ttl = self.ttl
+        if ttl is not None and (type(ttl) not in (int, float) or not math.isfinite(ttl) or not ttl > 0):
+            raise bad("ttl", "None or a positive number of seconds")
+        if self.consent is not None and self.consent not in CONSENT_CATEGORIES:
+            raise bad("consent", f"None or one of {CONSENT_CATEGORIES}")
+        if self.max_keys is not None and (type(self.max_keys) is not int or self.max_keys < 1):
+            raise bad("max_keys", "None or an int >= 1")
+        if type(self.max_value_bytes) is not int or not 0 < self.max_value_bytes <= MAX_VALUE_BYTES:
+            raise bad("max_value_bytes", f"an int in 1..{MAX_VALUE_BYTES}")
+        if self.owner is not None and not (
+            type(self.owner) is str and self.owner.isidentifier() and self.owner.isascii() and self.owner.islower()
+        ):
+            raise bad("owner", "None or a lowercase HRM name")
+        if type(self.description) is not str:
+            raise bad("description", "a str")
+        if self.codec is not None and not (type(self.codec) is str and self.codec):
+            raise bad("codec", "None or the name of a registered codec (a str)")
+        schema = self.schema
+        if isinstance(schema, type) and hasattr(schema, "model_validate"):
+            # A pydantic model class: stored by its import path, kept here so
+            # that this process needs no import to find it.
+            ref = f"{schema.__module__}:{schema.__qualname__}"
+            SCHEMA_CLASSES[ref] = schema
+            object.__setattr__(self, "schema", ref)
+        elif schema is not None and not (type(schema) is str and schema):
+            raise bad("schema", "None, a pydantic model class, or 'package.module:Model' (a str)")
         if self.owner is None:
             object.__setattr__(self, "owner", self.name.split(".", 1)[0])
 
@@ -143,6 +176,18 @@ class NamespaceSpec:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def conflict(new: NamespaceSpec, old: NamespaceSpec, where: str = "") -> NamespaceConflict:
+    """The error for re-declaring ``old`` as ``new``: which fields differ, and how."""
+    a, b = old.to_dict(), new.to_dict()
+    fields = [f for f in a if a[f] != b.get(f)]
+    detail = "; ".join(f"{f}: {a[f]!r} declared, {b.get(f)!r} asked" for f in fields)
+    return NamespaceConflict(
+        f"namespace {new.name!r} is already declared differently{' ' + where if where else ''} ({detail})",
+        namespace=new.name,
+        fields=fields,
+    )
+
+
 class Registry:
     """The declared namespaces, by name. Thread-safe."""
 
@@ -152,18 +197,30 @@ class Registry:
         for spec in specs:
             self.declare(spec)
 
-    def declare(self, spec: NamespaceSpec) -> NamespaceSpec:
-        """Add ``spec``; re-declaring an identical spec is a no-op, a different one an error."""
+    @property
+    def specs(self) -> dict[str, NamespaceSpec]:
+        """The live name -> spec dict (read it, never change it: the hot path's lookup)."""
+        return self._specs
+
+    def check(self, spec: NamespaceSpec) -> None:
+        """Raise :class:`NamespaceConflict` if ``spec.name`` is declared differently."""
         if not isinstance(spec, NamespaceSpec):
-            raise InvalidNamespace(f"expected a NamespaceSpec, not {type(spec).__name__}", namespace=spec)
+            raise InvalidSpec(f"expected a NamespaceSpec, not {type(spec).__name__}", namespace=None)
+        old = self._specs.get(spec.name)
+        if old is not None and old != spec:
+            raise conflict(spec, old)
+
+    def declare(self, spec: NamespaceSpec) -> NamespaceSpec:
+        """Add ``spec``; re-declaring an identical spec is a no-op, a different one
+        raises :class:`NamespaceConflict` naming the fields that differ."""
         with self._lock:
-            old = self._specs.get(spec.name)
-            if old is not None and old != spec:
-                raise InvalidNamespace(
-                    f"namespace {spec.name!r} is already declared differently", namespace=spec.name
-                )
+            self.check(spec)
             self._specs[spec.name] = spec
             return spec
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._specs.pop(name, None)
 
     def get(self, name: str) -> NamespaceSpec:
         """The spec of ``name``; raises :class:`UndeclaredNamespace` (or

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from .errors import Unsupported
-from .fsutil import FILE_MODE, NOFOLLOW, make_dirs
+from .storage.fsutil import FILE_MODE, NOFOLLOW, make_dirs
 
 KINDS = ("console", "jsonl", "otlp")
 

@@ -3,14 +3,14 @@
 "Legacy form" is a file's text as an LLM would read it (the_assist injected
 JSON files and the ``CompressedMemory.build_context()`` text; see
 LEGACY_API.md). "Compact form" is what hrm-memory stores and returns: the
-value after its codec's :meth:`~shared.memory.codes.Codec.compact`, as compact
+value after its codec's :meth:`~hrm_memory.codes.Codec.compact`, as compact
 JSON (orjson, no indentation, UTF-8 instead of ``\\uXXXX``). Text files (notes,
 shell history) are stored as one JSON string. Every compact form is checked to
 expand back to exactly the parsed file before it is counted, so no figure
 comes from dropped data; the build_context view is reported beside the totals,
 not in them, because that text is lossy.
 
-Token counts come from :mod:`shared.memory.tokens`; every report names the
+Token counts come from :mod:`hrm_memory.tokens`; every report names the
 counter (exact o200k_base with its vocabulary sha256, or the labelled estimate).
 """
 
@@ -128,8 +128,8 @@ def legacy_report(legacy_dir: str | Path, codecs: Mapping[str, Codec] | None = N
 
     Raises ``FileNotFoundError`` if the directory is missing, :class:`InvalidValue`
     if a compact form is not lossless (naming the file)."""
-    from migration.layout import place_of
-    from namespaces.codecs import CODECS, NAMESPACE_CODECS
+    from hrm_memory.migration.layout import place_of
+    from hrm_memory.namespaces.codecs import CODECS, NAMESPACE_CODECS
 
     root = Path(legacy_dir)
     if not root.is_dir():
@@ -186,17 +186,17 @@ def store_report(
     include_cold: bool = False,
 ) -> Report:
     """Per namespace of a live store: tokens of the readable (expanded) values
-    against their stored compact form (what ``mm.query`` returns), each
+    against their stored compact form (what ``mm.query(..., compact=True)`` returns), each
     serialized as compact JSON. A namespace's codec is its ``spec.codec``,
     else the seed mapping ``namespaces.codecs.NAMESPACE_CODECS``. Raises
     :class:`InvalidValue` if a value does not round-trip."""
-    from namespaces.codecs import CODECS, NAMESPACE_CODECS
+    from hrm_memory.namespaces.codecs import CODECS, NAMESPACE_CODECS
 
     codecs = CODECS if codecs is None else codecs
     count = get_counter().count
     declared = {spec.name: spec.codec or NAMESPACE_CODECS.get(spec.name) for spec in mm.namespaces()}
     acc: dict[str, list[Row]] = {}
-    for rec in mm.query("*", "*", include_cold=include_cold):
+    for rec in mm.query("*", "*", include_cold=include_cold, compact=True):
         codec_name = declared.get(rec.namespace)
         codec = codecs[codec_name] if codec_name is not None else None
         stored = rec.value
@@ -224,7 +224,7 @@ def store_report(
 def build_context(state: Mapping[str, Any]) -> str:
     """The text legacy ``CompressedMemory.build_context()`` made of a state
     (LEGACY_API.md section 2): one line per non-empty part, no trailing newline."""
-    from namespaces.codecs import COACHING_CODES
+    from hrm_memory.namespaces.codecs import COACHING_CODES
 
     people = state["people"]
     coaching = state.get("coaching") or {}

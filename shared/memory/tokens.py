@@ -8,7 +8,7 @@ from a local file, never from the network:
   is used, none of its code), or from the file named by ``$HRM_MEMORY_VOCAB``;
 - its sha256 (of the uncompressed bytes) must equal the hash tiktoken itself
   pins for the download (``expected_hash`` in ``tiktoken_ext/openai_public.py``),
-  else :class:`~shared.memory.errors.CorruptRecord` is raised;
+  else :class:`~hrm_memory.errors.CorruptRecord` is raised;
 - the split pattern and special tokens are read from that same tiktoken source
   file with :mod:`ast` (tiktoken builds them inside ``o200k_base()``, which
   also downloads, so the function is parsed, never called). Nothing here calls

@@ -71,7 +71,7 @@ _OK = Status(StatusCode.UNSET)
 class TokensSaved:
     """A span attribute computed when the span is finished, not when the
     operation runs: tokens of the readable form minus tokens of the stored
-    compact form, counted with the real tokenizer (:mod:`shared.memory.tokens`)."""
+    compact form, counted with the real tokenizer (:mod:`hrm_memory.tokens`)."""
 
     __slots__ = ("readable", "stored")
 

@@ -12,8 +12,8 @@ import time
 
 import orjson
 
-import storage.warm
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import storage
+from hrm_memory import MemoryManager, NamespaceSpec
 
 # Compact often, so that kills also land inside compactions.
 storage.warm.COMPACT_MIN_GARBAGE = 4096

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from shared.memory import MemoryManager, NamespaceSpec
+from hrm_memory import MemoryManager, NamespaceSpec
 
 
 def main() -> None:

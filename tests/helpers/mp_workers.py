@@ -53,8 +53,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import storage.warm
-from shared.memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec
+from hrm_memory import storage
+from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec
 
 SPECS = [
     NamespaceSpec("t.counter"),
@@ -181,7 +181,7 @@ def serve(argv: list[str]) -> int:
                 elif cmd[0] == "check":
                     res = [str(f) for f in mm.check()]
                 elif cmd[0] == "hold":
-                    held = mm._locks.hold(cmd[1], cross_process=True)
+                    held = mm.backend.locks.hold(cmd[1], cross_process=True)
                     held.__enter__()
                     res = os.getpid()
                 elif cmd[0] == "release":
@@ -524,11 +524,11 @@ def replay_check(mm: MemoryManager, ops: list[Op], in_flight: list[Op] = ()) -> 
 
 def _raw_version(mm: MemoryManager, ns: str, key: str) -> int:
     """The key's version including a tombstone (get_record hides deleted keys)."""
-    from storage.warm import bucket_of
+    from hrm_memory.storage.warm import bucket_of
 
-    b = mm._warm._bucket(ns, bucket_of(key))
+    b = mm.backend.warm._bucket(ns, bucket_of(key))
     with b.lock:
-        mm._warm._refresh(b)
+        mm.backend.warm._refresh(b)
         e = b.index.get(key)
     return 0 if e is None else e[1]
 

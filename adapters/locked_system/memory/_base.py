@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from adapters._doc import Doc, checked
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, checked
+from hrm_memory.adapters.runtime import get_manager
 
 R = TypeVar("R", bound="LegacyRecord")
 

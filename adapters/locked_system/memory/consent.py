@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters._doc import checked
+from hrm_memory.adapters._doc import checked
 
 from ._base import doc
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters._doc import Doc
+from hrm_memory.adapters._doc import Doc
 
 from ._base import LegacyRecord, as_path, doc, load_list
 

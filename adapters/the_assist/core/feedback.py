@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from adapters._doc import Doc, now_iso
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, now_iso
+from hrm_memory.adapters.runtime import get_manager
 
 FEEDBACK_TYPES = ("worked", "didnt_work", "suggestion", "observation")
 RECENT = 10

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters._doc import Doc, checked, now_iso
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, checked, now_iso
+from hrm_memory.adapters.runtime import get_manager
 
 from ._llm import llm_only
 

@@ -26,10 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from shared.memory import MISSING, CorruptRecord, MemoryManager
+from hrm_memory import MISSING, CorruptRecord, MemoryManager
 
-from adapters._doc import Doc, create_unique, unique_order
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, create_unique, unique_order
+from hrm_memory.adapters.runtime import get_manager
 
 NAMESPACE = "altitude.integrity"
 CHECKPOINTS = "altitude.checkpoints"
@@ -69,7 +69,7 @@ def _memory_status(mm: MemoryManager) -> tuple[dict[str, str], dict[str, Any]]:
     found: dict[str, Any] = {}
     for name, (namespace, key) in MEMORY_RECORDS.items():
         try:
-            value = mm.read(namespace, key, MISSING, expand=True)
+            value = mm.read(namespace, key, MISSING)
         except CorruptRecord as exc:
             status[name] = f"corrupt: {exc}"
             continue
@@ -200,7 +200,7 @@ def get_status() -> dict[str, Any]:
 
 def get_recent_checkpoints(n: int = 5) -> list[dict[str, Any]]:
     """The ``n`` newest checkpoints, newest first."""
-    records = get_manager().query(CHECKPOINTS, expand=True, include_cold=True)
+    records = get_manager().query(CHECKPOINTS, include_cold=True)
     records.sort(key=lambda r: unique_order(r.key), reverse=True)
     return [r.value for r in records[:n]]
 

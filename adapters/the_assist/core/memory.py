@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from adapters._doc import Doc, create_unique, now_iso, unique_order
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, create_unique, now_iso, unique_order
+from hrm_memory.adapters.runtime import get_manager
 
 CONVERSATIONS = "altitude.conversations"
 
@@ -70,7 +70,7 @@ class Memory:
 
     def get_recent_conversations(self, limit: int = 5) -> list[dict[str, Any]]:
         """The ``limit`` newest conversations, newest first."""
-        records = self._mm.query(CONVERSATIONS, expand=True)
+        records = self._mm.query(CONVERSATIONS)
         records.sort(key=lambda r: unique_order(r.key), reverse=True)
         return [r.value for r in records[:limit]]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapters._doc import Doc, now_iso
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, now_iso
+from hrm_memory.adapters.runtime import get_manager
 
 # The legacy code tables are the altitude codec's tables (one source of truth):
 # the same dicts, in the same order, re-exported under their legacy names.
-from namespaces.codecs import COACHING_CODES, PATTERN_CODES, RELATIONSHIP_CODES
+from hrm_memory.namespaces.codecs import COACHING_CODES, PATTERN_CODES, RELATIONSHIP_CODES
 
 NAMESPACE = "altitude.compressed"
 KEY = "state"
@@ -217,7 +217,7 @@ def compare_efficiency() -> dict[str, Any]:
     mm = get_manager()
     v1_text = ""
     for namespace, key in _V1_RECORDS:
-        value = mm.read(namespace, key, None, expand=True)
+        value = mm.read(namespace, key, None)
         if value is not None:
             v1_text += json.dumps(value, indent=2)
     v2_context = CompressedMemory().build_context()

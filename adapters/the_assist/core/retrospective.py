@@ -17,8 +17,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from adapters._doc import Doc, checked, create_unique, now_iso
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, checked, create_unique, now_iso
+from hrm_memory.adapters.runtime import get_manager
 
 from ._llm import llm_only, mean
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters._doc import Doc
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc
+from hrm_memory.adapters.runtime import get_manager
 
 MAX_TOPICS = 10
 BRIEF_CHARS = 60

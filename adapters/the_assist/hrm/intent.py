@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters._doc import Doc, checked
-from adapters.runtime import get_manager
+from hrm_memory.adapters._doc import Doc, checked
+from hrm_memory.adapters.runtime import get_manager
 
 NAMESPACE = "reasoning.hrm"
 KEY = "intent"

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import LockTimeout
+from hrm_memory.errors import LockTimeout
 from .fsutil import FILE_MODE, NOFOLLOW, storage_error
 
 

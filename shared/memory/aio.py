@@ -1,0 +1,298 @@
+"""``AsyncMemoryManager``: the same operations as coroutines, on the same ops.
+
+Each method builds the op its sync twin builds and runs it through the same
+pipeline on a small thread pool (the backends do blocking file or socket
+I/O, and an ``fsync`` must not stall the event loop). The caller's context
+travels with the op, so spans are parented to the caller's current span as
+in sync code. Ops from concurrent tasks run concurrently, with the same
+guarantees as ops from concurrent threads (``update`` is atomic per key).
+
+Subscriptions are async iterables (``async for event in sub``) or take a
+callback (a plain function or a coroutine function), delivered on the event
+loop that subscribed, in commit order per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .errors import InvalidArgument
+from .events import Subscription
+from .manager import MemoryManager
+from .ops import (
+    ArchiveOp,
+    CheckOp,
+    CompactOp,
+    ConsentOp,
+    CursorOp,
+    DeclareOp,
+    DeleteOp,
+    EventsSinceOp,
+    ExpandOp,
+    GetOp,
+    NamespacesOp,
+    Op,
+    PutOp,
+    QueryOp,
+    StatsOp,
+    SubscribeOp,
+    UndeclareOp,
+    UpdateOp,
+)
+from .pipeline import Pipeline
+from .records import Event, Finding, Record
+from .spec import NamespaceSpec
+
+_END = object()
+
+
+class AsyncSubscription:
+    """A live subscription seen from asyncio: iterate it with ``async for``
+    (when no callback was given), ``cancel()`` it, or use ``async with``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[Event], Any] | None) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.subscription: Subscription | None = None
+
+    def _deliver(self, event: Event) -> None:
+        """Called on the writing thread: hand the event to the loop."""
+        try:
+            self._loop.call_soon_threadsafe(self._on_loop, event)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            pass
+
+    def _on_loop(self, event: Any) -> None:
+        callback = self._callback
+        if callback is None:
+            self._queue.put_nowait(event)
+            return
+        result = callback(event)
+        if inspect.isawaitable(result):
+            asyncio.ensure_future(result)
+
+    def cancel(self) -> None:
+        """Stop delivery; an ``async for`` over this subscription ends."""
+        if self.subscription is not None:
+            self.subscription.cancel()
+        self._queue.put_nowait(_END)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._callback is not None:
+            raise InvalidArgument("this subscription delivers to its callback; it cannot be iterated")
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # a second iterator ends too
+            raise StopAsyncIteration
+        return item  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncOperations:
+    """The record operations shared by :class:`AsyncMemoryManager` and
+    :class:`AsyncScope`; each is the sync method's op, awaited."""
+
+    _pipeline: Pipeline
+    _pool: ThreadPoolExecutor
+    _hrm: str | None = None
+
+    async def _run(self, op: Op) -> Any:
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        return await loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, self._hrm)
+
+    async def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
+        """See :meth:`MemoryManager.read`."""
+        return await self._run(GetOp(namespace, key, default, compact))
+
+    async def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
+        """See :meth:`MemoryManager.get_record`."""
+        return await self._run(GetOp(namespace, key, None, compact, True))  # type: ignore[no-any-return]
+
+    async def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
+        """See :meth:`MemoryManager.write`."""
+        return await self._run(PutOp(namespace, key, value, imported))  # type: ignore[no-any-return]
+
+    async def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
+        """See :meth:`MemoryManager.update`. ``fn`` is a plain function: it
+        runs under the namespace lock, where nothing may be awaited."""
+        if inspect.iscoroutinefunction(fn):
+            raise InvalidArgument("update() runs fn under the namespace lock; pass a plain function, not a coroutine")
+        return await self._run(UpdateOp(namespace, key, fn, default))
+
+    async def delete(self, namespace: str, key: str) -> bool:
+        """See :meth:`MemoryManager.delete`."""
+        return await self._run(DeleteOp(namespace, key))  # type: ignore[no-any-return]
+
+    async def query(
+        self,
+        namespace: str = "*",
+        key: str = "*",
+        *,
+        where: dict[str, Any] | None = None,
+        limit: int | None = None,
+        include_cold: bool = False,
+        compact: bool = False,
+    ) -> list[Record]:
+        """See :meth:`MemoryManager.query`."""
+        return await self._run(QueryOp(namespace, key, where, limit, include_cold, compact))  # type: ignore[no-any-return]
+
+    async def expand(self, namespace: str, value: Any) -> Any:
+        """See :meth:`MemoryManager.expand`."""
+        return await self._run(ExpandOp(namespace, value))
+
+    async def subscribe(
+        self,
+        namespace: str,
+        callback: Callable[[Event], Any] | None = None,
+        key: str = "*",
+        *,
+        remote: bool = True,
+        since: str | None = None,
+    ) -> AsyncSubscription:
+        """Events of matching changes (see :meth:`MemoryManager.subscribe`),
+        delivered on this event loop: to ``callback`` (a function or a
+        coroutine function) or, without one, to ``async for``."""
+        sub = AsyncSubscription(asyncio.get_running_loop(), callback)
+        sub.subscription = await self._run(SubscribeOp(namespace, sub._deliver, key, remote, since))
+        return sub
+
+    async def cursor(self) -> str:
+        """See :meth:`MemoryManager.cursor`."""
+        return await self._run(CursorOp())  # type: ignore[no-any-return]
+
+    async def events_since(self, cursor: str, namespace: str = "*", key: str = "*") -> tuple[list[Event], str]:
+        """See :meth:`MemoryManager.events_since`."""
+        return await self._run(EventsSinceOp(cursor, namespace, key))  # type: ignore[no-any-return]
+
+    async def namespaces(self) -> list[NamespaceSpec]:
+        """See :meth:`MemoryManager.namespaces`."""
+        return await self._run(NamespacesOp())  # type: ignore[no-any-return]
+
+    async def batch(self, ops: Iterable[Op]) -> list[Any]:
+        """Run ``ops`` in order (one after another, not concurrently); one
+        result each. The first that raises stops the batch."""
+        return [await self._run(op) for op in ops]
+
+
+class AsyncMemoryManager(AsyncOperations):
+    """:class:`MemoryManager` for asyncio: ``await amm.read(...)``,
+    ``async with AsyncMemoryManager(root) as amm``, ``async for`` over a
+    subscription. Takes the manager's arguments, or ``manager=`` an open
+    one to share (closing the async twin then leaves it open).
+    ``max_workers`` bounds the threads that run ops."""
+
+    def __init__(
+        self,
+        root: Any = None,
+        *,
+        manager: MemoryManager | None = None,
+        max_workers: int = 4,
+        **options: Any,
+    ) -> None:
+        if type(max_workers) is not int or max_workers < 1:
+            raise InvalidArgument(f"max_workers must be an int >= 1, not {max_workers!r}")
+        if manager is not None and (root is not None or options):
+            raise InvalidArgument("pass either manager= or the manager's arguments, not both")
+        self._owns = manager is None
+        self.manager = manager if manager is not None else MemoryManager(root, **options)
+        self._pipeline = self.manager._pipeline
+        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="hrm-memory-async")
+        self.consent = AsyncConsent(self)
+
+    async def __aenter__(self) -> AsyncMemoryManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Wait for running ops, then close the manager (if this twin opened it)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._pool.shutdown, True)
+        if self._owns:
+            await loop.run_in_executor(None, self.manager.close)
+
+    def __repr__(self) -> str:
+        return f"AsyncMemoryManager({self.manager!r})"
+
+    def scope(self, hrm: str) -> AsyncScope:
+        """See :meth:`MemoryManager.scope`."""
+        self._pipeline.check_scope(hrm)
+        return AsyncScope(self, hrm)
+
+    async def declare(self, spec: NamespaceSpec | str, **fields: Any) -> NamespaceSpec:
+        """See :meth:`MemoryManager.declare`."""
+        if isinstance(spec, str):
+            spec = NamespaceSpec(spec, **fields)
+        elif fields:
+            raise InvalidArgument("pass either a NamespaceSpec or a name with fields, not both")
+        return await self._run(DeclareOp(spec))  # type: ignore[no-any-return]
+
+    async def undeclare(self, namespace: str, *, purge: bool = False) -> dict[str, int]:
+        """See :meth:`MemoryManager.undeclare`."""
+        return await self._run(UndeclareOp(namespace, purge))  # type: ignore[no-any-return]
+
+    async def archive(self, now: float | None = None) -> dict[str, int]:
+        """See :meth:`MemoryManager.archive`."""
+        return await self._run(ArchiveOp(now))  # type: ignore[no-any-return]
+
+    async def check(self, fix: bool = False) -> list[Finding]:
+        """See :meth:`MemoryManager.check`."""
+        return await self._run(CheckOp(fix))  # type: ignore[no-any-return]
+
+    async def compact(self, namespace: str | None = None) -> int:
+        """See :meth:`MemoryManager.compact`."""
+        return await self._run(CompactOp(namespace))  # type: ignore[no-any-return]
+
+    async def stats(self) -> dict[str, Any]:
+        """See :meth:`MemoryManager.stats`."""
+        return await self._run(StatsOp())  # type: ignore[no-any-return]
+
+
+class AsyncScope(AsyncOperations):
+    """An :class:`AsyncMemoryManager` seen by one HRM."""
+
+    def __init__(self, amm: AsyncMemoryManager, hrm: str) -> None:
+        self.hrm = self._hrm = hrm
+        self._pipeline = amm._pipeline
+        self._pool = amm._pool
+
+    def __repr__(self) -> str:
+        return f"AsyncScope({self.hrm!r})"
+
+
+class AsyncConsent:
+    """``amm.consent``: :class:`~hrm_memory.manager.Consent` as coroutines."""
+
+    def __init__(self, amm: AsyncMemoryManager) -> None:
+        self._amm = amm
+
+    async def granted(self, category: str) -> bool:
+        return self._amm.manager.consent.granted(category)
+
+    async def status(self) -> dict[str, bool]:
+        return self._amm.manager.consent.status()
+
+    async def grant(self, category: str) -> dict[str, Any]:
+        return await self._amm._run(ConsentOp(category, True))  # type: ignore[no-any-return]
+
+    async def revoke(self, category: str, *, purge: bool = False) -> dict[str, Any]:
+        return await self._amm._run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
+
+
+__all__ = ["AsyncConsent", "AsyncMemoryManager", "AsyncScope", "AsyncSubscription"]
