@@ -29,6 +29,8 @@ Why this shape:
 - *Bounded garbage.* Superseded lines are garbage; a bucket whose garbage
   exceeds its live bytes (and 256 KiB) is rewritten under the namespace's
   cross-process lock, damaged lines being copied to ``quarantine/`` first.
+
+Compaction, recovery after dead writers and check() live in ``warm_upkeep.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import secrets
 import threading
 import time
 import zlib
@@ -48,32 +49,17 @@ import orjson
 
 from hrm_memory.errors import CorruptRecord, MemoryStoreError
 from .locks import NamespaceLocks
-from hrm_memory.records import Finding, Stored
+from hrm_memory.records import Stored
 from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
 
-from .fsutil import (
-    FILE_MODE,
-    NOFOLLOW,
-    SharedCounters,
-    ensure_real_dirs,
-    frame,
-    fsync_dir,
-    make_dirs,
-    quarantine,
-    storage_error,
-    unframe,
-)
+from .fsutil import SharedCounters, ensure_real_dirs, frame, storage_error, unframe
+from .warm_upkeep import Entry, WarmUpkeep, _Bucket
 
 log = logging.getLogger("hrm_memory.warm")
 
 N_BUCKETS = 64
 COMPACT_MIN_GARBAGE = 256 * 1024
 _CHUNK = 8 * 1024 * 1024
-
-# Index entry: (op, version, created_us, updated_us, offset, length); offset
-# and length delimit the line between its two newlines. op "x" marks a key
-# whose newest line is damaged: reads raise CorruptRecord until it is rewritten.
-Entry = tuple[str, int, int, int, int, int]
 
 class Cache(Protocol):
     """The read cache the warm tier consults (the hot tier's ReadCache)."""
@@ -139,46 +125,9 @@ class Generations(SharedCounters):
 FULL_CHECK_SECONDS = 1.0
 
 
-class _Bucket:
-    __slots__ = (
-        "path", "spath", "rel", "idx", "gens", "seen_gen", "checked_at", "fd", "writable", "ino", "size", "tail",
-        "index", "garbage", "corrupt", "unknown_after", "lock", "loaded",
-    )
-
-    def __init__(self, path: Path, rel: str, idx: int, gens: Generations | None) -> None:
-        self.path = path
-        self.spath = str(path)
-        self.rel = rel
-        self.idx = idx
-        self.gens = gens  # the namespace's shared change counters (None: always stat)
-        self.seen_gen = -1  # counter value when the index was last known fresh
-        self.checked_at = 0.0
-        self.fd: int | None = None
-        self.writable = False
-        self.ino: int | None = None
-        self.size = 0  # bytes consumed: up to the end of the last complete line
-        self.tail = 0  # bytes of an incomplete last line after ``size``
-        self.index: dict[str, Entry] = {}
-        self.garbage = 0
-        self.corrupt: list[tuple[int, int]] = []
-        # End of the last damaged line whose key cannot be read: any key not
-        # rewritten after it might have its newest version in that line.
-        self.unknown_after = -1
-        self.lock = threading.RLock()
-        self.loaded = False
-
-    def reset(self) -> None:
-        self.seen_gen = -1
-        self.ino = None
-        self.size = self.tail = self.garbage = 0
-        self.index = {}
-        self.corrupt = []
-        self.unknown_after = -1
-        self.loaded = False
-
-
-class WarmTier:
-    """The warm tier. Thread-safe; see the module docstring for the format."""
+class WarmTier(WarmUpkeep):
+    """The warm tier. Thread-safe; see the module docstring for the format.
+    Its upkeep (compaction, recovery, check) is inherited from ``WarmUpkeep``."""
 
     name = "warm"
     capabilities = frozenset({PERSISTENT, CROSS_PROCESS})
@@ -349,63 +298,6 @@ class WarmTier:
             pos = nl + 1
             consumed = pos
 
-    def _open_fd(self, b: _Bucket) -> int:
-        """The bucket's descriptor, writable, creating the file if needed."""
-        if b.fd is not None and b.writable:
-            return b.fd
-        if b.fd is not None:
-            # Opened read-only by a read; a write needs its own descriptor on
-            # the same file (reported as the OS reports it if refused).
-            try:
-                fd = os.open(b.path, os.O_RDWR | os.O_APPEND | NOFOLLOW)
-            except OSError as exc:
-                raise storage_error(exc, "open for writing", b.path) from None
-            os.close(b.fd)
-            b.fd, b.writable = fd, True
-            return fd
-        try:
-            if not b.path.parent.exists():
-                make_dirs(b.path.parent, durable=self.fsync)
-            new = not b.path.exists()
-            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
-            b.writable = True
-            if new and self.fsync:
-                fsync_dir(b.path.parent)
-        except OSError as exc:
-            raise storage_error(exc, "open", b.path) from None
-        if b.ino is None:
-            b.ino = os.fstat(b.fd).st_ino
-            b.loaded = True
-        return b.fd
-
-    def _open_existing(self, b: _Bucket) -> int:
-        """Open an existing bucket file: read-write if allowed (so a later
-        write reuses it), else read-only (read-only root, file mode 0400)."""
-        try:
-            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | NOFOLLOW)
-            b.writable = True
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise storage_error(exc, "open (a symbolic link, never followed)", b.path) from None
-            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise storage_error(exc, "open", b.path) from None
-            try:
-                b.fd = os.open(b.path, os.O_RDONLY | NOFOLLOW)
-            except FileNotFoundError:
-                raise
-            except OSError as exc2:
-                raise storage_error(exc2, "read", b.path) from None
-            b.writable = False
-        return b.fd
-
-    def _close_fd(self, b: _Bucket) -> None:
-        if b.fd is not None:
-            os.close(b.fd)
-            b.fd = None
-            b.writable = False
-
     def _read_line(self, b: _Bucket, entry: Entry) -> bytes:
         fd = b.fd if b.fd is not None else self._open_existing(b)
         try:
@@ -469,73 +361,6 @@ class WarmTier:
             # other process moved the counter meanwhile (say, by compacting).
             if b.seen_gen == before:
                 b.seen_gen = before + 1
-
-    def _writer_notes(self, *, alive: bool) -> Iterator[tuple[str, Path, list[str] | None]]:
-        """``(pid, path, buckets)`` of each ``run/`` note whose process is (not)
-        alive; ``buckets`` is None when the note cannot be read."""
-        run = self.store_root / "run"
-        try:
-            names = os.listdir(run)
-        except OSError:
-            return
-        for name in names:
-            pid = name.split("-", 1)[0]
-            if not pid.isdigit() or _alive(int(pid)) != alive:
-                continue
-            path = run / name
-            try:
-                rels: list[str] | None = path.read_text().split()
-            except OSError:
-                rels = None
-            yield pid, path, rels
-
-    def _other_writers(self, b: _Bucket) -> bool:
-        """True if a live process other than this one registered ``b``."""
-        for _pid, path, rels in self._writer_notes(alive=True):
-            if path == self._run_file:
-                continue
-            if rels is None or b.rel in rels:
-                return True  # unreadable note: cannot tell, assume a writer
-        return False
-
-    def _repair_tail(self, b: _Bucket) -> None:
-        """Move an incomplete last line (a crashed writer's) aside and cut it off.
-
-        Called with the namespace lock held by the only writer, so the tail
-        cannot be a write still in flight."""
-        fd = self._open_fd(b)
-        try:
-            data = os.pread(fd, b.tail, b.size)
-            if data:
-                quarantine(self.store_root, f"warm/{b.rel}", data, f"torn-{b.size}")
-            os.ftruncate(fd, b.size)
-            if self.fsync:
-                os.fsync(fd)
-        except OSError as exc:
-            raise storage_error(exc, "repair the torn end of", b.path) from None
-        b.tail = 0
-        self._bump(b)
-
-    def _register_touch(self, b: _Bucket) -> None:
-        """Note (once per process) which bucket this process writes, so that a
-        later process can repair a torn tail if this one dies mid-write."""
-        if b.rel in self._touched:
-            return
-        run = self.store_root / "run"
-        path = self._run_file or run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
-        try:
-            make_dirs(run, durable=self.fsync)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
-            try:
-                os.write(fd, b.rel.encode() + b"\n")
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise storage_error(exc, "write", path) from None
-        self._run_file = path
-        self._touched.add(b.rel)
 
     def put(self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1) -> Stored:
         """Commit ``value``; its version is the previous one + 1, and at least
@@ -714,6 +539,9 @@ class WarmTier:
 
     # -- maintenance -----------------------------------------------------------
 
+    # _maybe_compact stays here, not in warm_upkeep.py: it reads this module's
+    # COMPACT_MIN_GARBAGE at call time, which tests patch.
+
     def _maybe_compact(self, namespace: str, b: _Bucket) -> None:
         """Compact a bucket that is mostly garbage, as a side effect of a
         write that has already committed: so it never waits for another
@@ -725,190 +553,6 @@ class WarmTier:
                 self.compact_bucket(namespace, b, wait=False)
             except MemoryStoreError as exc:
                 log.info("compaction of %s postponed: %s", b.rel, exc)
-
-    def compact_bucket(self, namespace: str, b: _Bucket, *, wait: bool = True) -> int:
-        """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
-
-        Damaged lines are copied to ``quarantine/`` first. Runs under the
-        namespace's cross-process lock whatever the locking mode, so two
-        compactions never race; a plain writer of another process (locking
-        off) that appends meanwhile is not lost: its line lands after the
-        rename's cut-off and is copied over below."""
-        with self.locks.hold(namespace, cross_process=True, wait=wait), b.lock:
-            if not self._refresh(b):
-                return 0
-            if b.tail:
-                self._repair_tail(b)
-            fd = self._open_fd(b)
-            old_size = b.size
-            try:
-                for off, length in b.corrupt:
-                    quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
-            except OSError as exc:
-                raise storage_error(exc, "move damaged bytes aside from", b.path) from None
-            live = sorted(b.index.items(), key=lambda ke: ke[1][4])
-            tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
-            new_index: dict[str, Entry] = {}
-            pos = 0
-            try:
-                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
-                try:
-                    chunks = []
-                    for k, e in live:
-                        if e[0] == "x":
-                            continue
-                        line = os.pread(fd, e[5], e[4])
-                        chunks.append(b"\n" + line + b"\n")
-                        new_index[k] = (e[0], e[1], e[2], e[3], pos + 1, e[5])
-                        pos += e[5] + 2
-                        if len(chunks) >= 4096:
-                            _write_all(out, b"".join(chunks))
-                            chunks = []
-                    _write_all(out, b"".join(chunks))
-                    os.fsync(out)
-                finally:
-                    os.close(out)
-                os.replace(tmp, b.path)
-                fsync_dir(b.path.parent)
-                self._bump(b)
-            except OSError as exc:
-                # Disk full or the like: the bucket itself is untouched.
-                tmp.unlink(missing_ok=True)
-                raise storage_error(exc, "compact", b.path) from None
-            # A writer of another process that does not take the file lock
-            # (locking off) may have appended to the old inode after our scan:
-            # carry those lines over to the new file.
-            try:
-                extra_end = os.fstat(fd).st_size
-                extra = os.pread(fd, extra_end - old_size, old_size) if extra_end > old_size else b""
-            except OSError as exc:
-                raise storage_error(exc, "compact", b.path) from None
-            self._close_fd(b)
-            reclaimed = old_size - pos
-            b.reset()
-            b.index = new_index
-            b.size = pos
-            b.loaded = True
-            new_fd = self._open_fd(b)
-            b.ino = os.fstat(new_fd).st_ino
-            if extra:
-                try:
-                    _write_all(new_fd, extra)
-                    if self.fsync:
-                        os.fdatasync(new_fd)
-                except OSError as exc:
-                    raise storage_error(exc, "compact", b.path) from None
-                self._refresh(b)
-            return reclaimed
-
-    def _recover_dead_writers(self) -> None:
-        """Repair torn tails left by writer processes that died (SIGKILL, power
-        loss). Costs one directory listing when nothing crashed."""
-        for pid_text, path, rels in self._writer_notes(alive=False):
-            if rels is None:
-                continue
-            ok = True
-            for rel in set(rels):
-                namespace, _, fname = rel.partition("/")
-                try:
-                    idx = int(fname[:2], 16)
-                except ValueError:
-                    continue
-                b = self._bucket(namespace, idx)
-                try:
-                    with self.locks.hold(namespace, cross_process=True), b.lock:
-                        # A compaction cut short leaves its temp file; the
-                        # bucket itself is intact (the rename never happened).
-                        b.path.with_name(f".{b.path.name}.{pid_text}.compact").unlink(missing_ok=True)
-                        if self._refresh(b) and b.tail:
-                            self._repair_tail(b)
-                except OSError:
-                    ok = False  # read-only root: leave it to a process that can write
-            if ok:
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
-
-    def check(self, fix: bool = False) -> list[Finding]:
-        findings: list[Finding] = []
-        for namespace in self.namespaces():
-            ns_dir = self.root / namespace
-            if ns_dir.is_symlink():
-                continue  # reported (and never followed) by the store-wide symlink check
-            if not ns_dir.is_dir():
-                findings.append(Finding("stray-file", str(ns_dir), "not a namespace directory"))
-                continue
-            for name in sorted(os.listdir(ns_dir)):
-                path = ns_dir / name
-                if name == ".gen":
-                    continue
-                if name.startswith(".") and name.endswith((".tmp", ".compact")):
-                    owner = name.rsplit(".", 2)[-2]
-                    if owner.isdigit() and _alive(int(owner)):
-                        continue  # a compaction in progress in a live process
-                    findings.append(
-                        Finding("stray-temp", str(path), "temporary file of a dead process", namespace, fixed=fix)
-                    )
-                    if fix:
-                        path.unlink(missing_ok=True)
-                    continue
-                if path.is_symlink():
-                    continue
-                if not (len(name) == 6 and name.endswith(".log")):
-                    findings.append(Finding("stray-file", str(path), "unexpected file in namespace", namespace))
-                    continue
-                findings.extend(self._check_bucket(namespace, int(name[:2], 16), fix))
-        return findings
-
-    def _check_bucket(self, namespace: str, idx: int, fix: bool) -> list[Finding]:
-        findings: list[Finding] = []
-        b = self._bucket(namespace, idx)
-        with self.locks.hold(namespace, cross_process=fix), b.lock:
-            # A fresh scan, not the cached index: check must see today's bytes.
-            self._close_fd(b)
-            b.reset()
-            if not self._refresh(b):
-                return findings  # removed while we looked
-            mode = os.fstat(b.fd).st_mode & 0o777 if b.fd is not None else FILE_MODE
-            if mode & 0o077:
-                findings.append(
-                    Finding("bad-permissions", str(b.path), f"mode {mode:o}, expected 600", namespace, fixed=fix)
-                )
-                if fix:
-                    os.chmod(b.path, FILE_MODE)
-            for off, length in b.corrupt:
-                findings.append(
-                    Finding(
-                        "corrupt-record",
-                        str(b.path),
-                        f"{length} bytes at offset {off} fail their checksum",
-                        namespace,
-                        fixed=fix,
-                        extra={"offset": off, "length": length},
-                    )
-                )
-            if b.tail:
-                findings.append(
-                    Finding(
-                        "torn-tail",
-                        str(b.path),
-                        f"incomplete last record ({b.tail} bytes at offset {b.size})",
-                        namespace,
-                        fixed=fix,
-                    )
-                )
-            if fix and (b.corrupt or b.tail):
-                self.compact_bucket(namespace, b)
-        return findings
-
-    def compact(self, namespace: str | None = None) -> int:
-        """Compact every bucket (of one namespace); return the bytes reclaimed."""
-        total = 0
-        for ns in [namespace] if namespace else self.namespaces():
-            for b in self._buckets_of(ns):
-                total += self.compact_bucket(ns, b)
-        return total
 
     def stats(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -943,21 +587,3 @@ class WarmTier:
                 pass  # gone already, or a read-only root: recovery copes either way
             self._run_file = None
             self._touched.clear()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
