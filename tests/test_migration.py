@@ -525,4 +525,4 @@ def test_cli_plan_report_with_and_without_tokens(tmp_path: Path, monkeypatch: py
 
 def test_docs_mapping_table_is_generated_from_layout() -> None:
     doc = (REPO / "docs" / "migration.md").read_text()
-    assert layout_table() in doc, "regenerate the table: python -m migration.doc"
+    assert layout_table() in doc, "regenerate the table: python -m hrm_memory.migration.doc"

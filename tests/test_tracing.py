@@ -52,6 +52,14 @@ def test_one_span_per_public_operation(traced: Any) -> None:
         ("memory.subscribe", lambda: mm.subscribe("t.*", lambda e: None, remote=False).cancel()),
         ("memory.events_since", lambda: mm.events_since("1:0")),
         ("memory.check", lambda: mm.check()),
+        # every op goes through the one pipeline, so these have spans too (round 1 had none)
+        ("memory.expand", lambda: mm.expand("t.warm", {"v": 1})),
+        ("memory.namespaces", lambda: mm.namespaces()),
+        ("memory.declare", lambda: mm.declare(NamespaceSpec("t.extra"))),
+        ("memory.undeclare", lambda: mm.undeclare("t.extra")),
+        ("memory.stats", lambda: mm.stats()),
+        ("memory.compact", lambda: mm.compact()),
+        ("memory.cursor", lambda: mm.cursor()),
     ]
     for name, call in calls:
         exporter.clear()

@@ -19,8 +19,7 @@ from opentelemetry import trace
 
 from .backend import Backend
 from .codes import Codec, CodecRegistry
-from .errors import InvalidArgument
-from .errors import UnknownConsentCategory
+from .errors import InvalidArgument, UnknownConsentCategory
 from .events import Callback, Subscription
 from .namespaces import seed, seed_codecs
 from .ops import (
@@ -49,6 +48,10 @@ from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from .storage import DURABILITY, FileBackend, HotTier
 from .tracing import Tracing
 
+#: Builds an op from all its fields without NamedTuple's Python-level
+#: ``__new__`` (read and write are the hot path: this saves ~0.15 us a call).
+_new = tuple.__new__
+
 
 def default_root() -> Path:
     """``$HRM_MEMORY_ROOT``, else ``$XDG_DATA_HOME/hrm-memory`` (``~/.local/share/hrm-memory``)."""
@@ -73,7 +76,7 @@ class Operations:
         codec). Archived keys are found in the cold tier too. Raises
         :class:`InvalidNamespace`, :class:`UndeclaredNamespace`,
         :class:`InvalidKey`, :class:`CorruptRecord`, :class:`AccessDenied`."""
-        return self._pipeline.run(GetOp(namespace, key, default, compact), self._hrm)
+        return self._pipeline.run(_new(GetOp, (namespace, key, default, compact, False)), self._hrm)
 
     def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
         """The :class:`Record` of ``key`` (value, version, times, tier,
@@ -91,7 +94,7 @@ class Operations:
         ``imported=True``: data that existed before this store (a migration
         of legacy files) is persisted whatever the consent, and the span
         records ``hrm.memory.imported``."""
-        return self._pipeline.run(PutOp(namespace, key, value, imported), self._hrm)  # type: ignore[no-any-return]
+        return self._pipeline.run(_new(PutOp, (namespace, key, value, imported)), self._hrm)  # type: ignore[no-any-return]
 
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.

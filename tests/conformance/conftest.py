@@ -1,0 +1,107 @@
+"""The conformance suite: one set of cases, run against every way of reaching
+the store (every backend, sync and the async twin).
+
+Each case talks to ``store``, an object with the synchronous API. For the
+async twin it is a thin bridge that runs each coroutine of an
+:class:`AsyncMemoryManager` on an event loop in a background thread, so the
+very same assertions hold for both; a new backend is one more entry in
+``DRIVERS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hrm_memory import AsyncMemoryManager, MemoryManager
+
+
+class AsyncBridge:
+    """The sync API over an :class:`AsyncMemoryManager` (each call awaited on a loop thread)."""
+
+    def __init__(self, root: Path, **options: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="conformance-loop", daemon=True)
+        self.thread.start()
+        self.amm = self._call(self._open(root, options))
+        self.consent = _Bridged(self, self.amm.consent)
+
+    async def _open(self, root: Path, options: dict[str, Any]) -> AsyncMemoryManager:
+        return AsyncMemoryManager(root, **options)
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+
+    def scope(self, hrm: str) -> _Bridged:
+        return _Bridged(self, self.amm.scope(hrm))
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        return _Bridged(self, self.amm).__getattr__(name)
+
+    def close(self) -> None:
+        self._call(self.amm.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+
+class _Bridged:
+    def __init__(self, bridge: AsyncBridge, target: Any) -> None:
+        self._bridge = bridge
+        self._target = target
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._target, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = self._bridge._call(method(*args, **kwargs))
+            if name == "subscribe":
+                return _Sub(self._bridge, result)
+            return result
+
+        return call
+
+
+class _Sub:
+    def __init__(self, bridge: AsyncBridge, sub: Any) -> None:
+        self._bridge, self._sub = bridge, sub
+
+    def cancel(self) -> None:
+        self._bridge.loop.call_soon_threadsafe(self._sub.cancel)
+
+
+def _sync(root: Path) -> Any:
+    return MemoryManager(root, durability="flush")
+
+
+def _async(root: Path) -> Any:
+    return AsyncBridge(root, durability="flush")
+
+
+DRIVERS: dict[str, Callable[[Path], Any]] = {"file-sync": _sync, "file-async": _async}
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Any]]:
+    """Opens stores on one root with the driver under test; closes them all after."""
+    opened: list[Any] = []
+    factory = DRIVERS[request.param]
+
+    def open_() -> Any:
+        store = factory(tmp_path / "store")
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in reversed(opened):
+        store.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[[], Any]) -> Any:
+    return open_store()
