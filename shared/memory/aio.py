@@ -35,6 +35,7 @@ from .ops import (
     EventsSinceOp,
     ExpandOp,
     GetOp,
+    GetRecordOp,
     NamespacesOp,
     Op,
     PutOp,
@@ -113,7 +114,7 @@ class AsyncOperations:
     async def _run(self, op: Op) -> Any:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
-        return await loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, self._hrm)
+        return await loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, None, self._hrm)
 
     async def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
         """See :meth:`MemoryManager.read`."""
@@ -121,7 +122,7 @@ class AsyncOperations:
 
     async def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
         """See :meth:`MemoryManager.get_record`."""
-        return await self._run(GetOp(namespace, key, None, compact, True))  # type: ignore[no-any-return]
+        return await self._run(GetRecordOp(namespace, key, compact))  # type: ignore[no-any-return]
 
     async def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
         """See :meth:`MemoryManager.write`."""

@@ -12,15 +12,14 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .errors import BadInput, MemoryStoreError
-from .textfmt import table
 from .manager import MemoryManager, default_root
+from .textfmt import table
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3, 4
 

@@ -10,6 +10,7 @@ with its HRM attached, so it cannot skip a check.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from .ops import (
     EventsSinceOp,
     ExpandOp,
     GetOp,
+    GetRecordOp,
     NamespacesOp,
     Op,
     PutOp,
@@ -47,10 +49,6 @@ from .records import Event, Finding, Record
 from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from .storage import DURABILITY, FileBackend, HotTier
 from .tracing import Tracing
-
-#: Builds an op from all its fields without NamedTuple's Python-level
-#: ``__new__`` (read and write are the hot path: this saves ~0.15 us a call).
-_new = tuple.__new__
 
 
 def default_root() -> Path:
@@ -67,7 +65,9 @@ class Operations:
     each builds one op and runs it (as the handle's HRM, for a scope)."""
 
     _pipeline: Pipeline
-    _hrm: str | None = None
+    #: ``pipeline.run`` bound to this handle's HRM: ``_run(op)``, or on the
+    #: hot path ``_run(fields, OpType)`` (see :mod:`hrm_memory.ops`).
+    _run: Callable[..., Any]
 
     def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
         """The value of ``key`` exactly as written (equal, same types), or
@@ -76,12 +76,12 @@ class Operations:
         codec). Archived keys are found in the cold tier too. Raises
         :class:`InvalidNamespace`, :class:`UndeclaredNamespace`,
         :class:`InvalidKey`, :class:`CorruptRecord`, :class:`AccessDenied`."""
-        return self._pipeline.run(_new(GetOp, (namespace, key, default, compact, False)), self._hrm)
+        return self._run((namespace, key, default, compact), GetOp)
 
     def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
         """The :class:`Record` of ``key`` (value, version, times, tier,
         ``persisted``), or None."""
-        return self._pipeline.run(GetOp(namespace, key, None, compact, True), self._hrm)  # type: ignore[no-any-return]
+        return self._run(GetRecordOp(namespace, key, compact))  # type: ignore[no-any-return]
 
     def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
         """Store ``value`` under ``key``; return the operation's trace id (hex).
@@ -94,7 +94,7 @@ class Operations:
         ``imported=True``: data that existed before this store (a migration
         of legacy files) is persisted whatever the consent, and the span
         records ``hrm.memory.imported``."""
-        return self._pipeline.run(_new(PutOp, (namespace, key, value, imported)), self._hrm)  # type: ignore[no-any-return]
+        return self._run((namespace, key, value, imported), PutOp)  # type: ignore[no-any-return]
 
     def update(self, namespace: str, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Atomically replace the value of ``key`` by ``fn(current)`` and return it.
@@ -104,12 +104,12 @@ class Operations:
         namespace's lock (across processes when ``locking=True``), so
         concurrent updates never lose one another. If ``fn`` raises, nothing
         is stored and the exception propagates."""
-        return self._pipeline.run(UpdateOp(namespace, key, fn, default), self._hrm)
+        return self._run(UpdateOp(namespace, key, fn, default))
 
     def delete(self, namespace: str, key: str) -> bool:
         """Remove ``key``; return True if it existed. An archived key is
         removed from view (the cold copy stays until a purge)."""
-        return self._pipeline.run(DeleteOp(namespace, key), self._hrm)  # type: ignore[no-any-return]
+        return self._run(DeleteOp(namespace, key))  # type: ignore[no-any-return]
 
     def query(
         self,
@@ -134,12 +134,12 @@ class Operations:
         ``limit`` caps the number returned. Archived records are included
         only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
         op = QueryOp(namespace, key, where, limit, include_cold, compact)
-        return self._pipeline.run(op, self._hrm)  # type: ignore[no-any-return]
+        return self._run(op)  # type: ignore[no-any-return]
 
     def expand(self, namespace: str, value: Any) -> Any:
         """The readable form of a coded ``value`` of ``namespace`` (what
         ``read(..., compact=True)`` returned)."""
-        return self._pipeline.run(ExpandOp(namespace, value), self._hrm)
+        return self._run(ExpandOp(namespace, value))
 
     def subscribe(
         self,
@@ -163,31 +163,31 @@ class Operations:
         write nor other callbacks. A glob that matches no declared namespace
         raises :class:`UndeclaredNamespace`. Returns a :class:`Subscription`;
         call ``cancel()`` or use it as a context manager."""
-        return self._pipeline.run(SubscribeOp(namespace, callback, key, remote, since), self._hrm)  # type: ignore[no-any-return]
+        return self._run(SubscribeOp(namespace, callback, key, remote, since))  # type: ignore[no-any-return]
 
     def cursor(self) -> str:
         """A position in the cross-process change log: keep it, and later
         :meth:`events_since` (or ``subscribe(..., since=...)``) gives what
         happened after it."""
-        return self._pipeline.run(CursorOp(), self._hrm)  # type: ignore[no-any-return]
+        return self._run(CursorOp())  # type: ignore[no-any-return]
 
     def events_since(self, cursor: str, namespace: str = "*", key: str = "*") -> tuple[list[Event], str]:
         """Persisted changes logged after ``cursor`` (by any process) matching
         the globs, oldest first, and the cursor to resume from. Raises
         :class:`CursorExpired` when the log no longer reaches back that far."""
-        return self._pipeline.run(EventsSinceOp(cursor, namespace, key), self._hrm)  # type: ignore[no-any-return]
+        return self._run(EventsSinceOp(cursor, namespace, key))  # type: ignore[no-any-return]
 
     def namespaces(self) -> list[NamespaceSpec]:
         """The declared namespaces (seed and run-time) this handle may read, sorted by name."""
-        return self._pipeline.run(NamespacesOp(), self._hrm)  # type: ignore[no-any-return]
+        return self._run(NamespacesOp())  # type: ignore[no-any-return]
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         """Run ``ops`` in order, each through the pipeline; one result each.
 
         Not a transaction: the first op that raises stops the batch, and its
         error propagates with the ops before it applied."""
-        run, hrm = self._pipeline.run, self._hrm
-        return [run(op, hrm) for op in ops]
+        run = self._run
+        return [run(op) for op in ops]
 
 
 class MemoryManager(Operations):
@@ -276,6 +276,7 @@ class MemoryManager(Operations):
             Tracing(tracer_provider, deferred=deferred_spans),
             poll_interval=poll_interval,
         )
+        self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
     def __enter__(self) -> MemoryManager:
@@ -357,8 +358,9 @@ class Scope(Operations):
 
     def __init__(self, manager: MemoryManager, hrm: str) -> None:
         self.manager = manager
-        self.hrm = self._hrm = hrm
+        self.hrm = hrm
         self._pipeline = manager._pipeline
+        self._run = functools.partial(self._pipeline.run, scope=hrm)
 
     def __repr__(self) -> str:
         return f"Scope({self.hrm!r})"

@@ -15,7 +15,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import InvalidKey, InvalidNamespace, InvalidSpec, NamespaceConflict, UndeclaredNamespace
+from .errors import (
+    InvalidKey,
+    InvalidNamespace,
+    InvalidSpec,
+    NamespaceConflict,
+    UndeclaredNamespace,
+)
 
 TIERS = ("hot", "warm")
 DAY = 24 * 3600.0

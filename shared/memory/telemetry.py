@@ -109,7 +109,9 @@ def setup_tracing(
         exporter = JsonlSpanExporter(path)
     elif kind == "otlp":
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter,
+            )
         except ImportError:
             raise Unsupported(
                 "the OTLP exporter is not installed: pip install 'hrm-memory[otlp]' "

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import atexit
 import os
-from collections.abc import Callable
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -339,6 +339,7 @@ def _global_provider() -> object:
 
 
 _PROXY = trace.get_tracer_provider() if not os.environ.get(_ENV_PROVIDER) else None
+_api_module: Any = trace
 _ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PROVIDER")
 
 
@@ -373,7 +374,15 @@ class Tracing:
             self._mode = 1
 
     def start(self, op: str, namespace: str | None, key: str | None) -> OpSpan | None:
-        provider = self._provider if self._provider is not None else _global_provider()
+        provider = self._provider
+        if provider is None:
+            # _global_provider() spelled out: this runs on every operation.
+            if _ENV_SET:
+                provider = trace.get_tracer_provider()
+            else:
+                provider = _api_module._TRACER_PROVIDER
+                if provider is None:
+                    provider = _PROXY
         if provider is not self._for:
             self._resolve(provider)
         mode = self._mode
