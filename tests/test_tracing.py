@@ -201,3 +201,32 @@ def test_jsonl_file_and_trace_viewer(root: Path, capsys: pytest.CaptureFixture[s
     assert cli.main(["--root", str(root), "trace", "tail", "-n", "5"]) == 0
     assert "memory.get" in capsys.readouterr().out
     assert cli.main(["--root", str(root), "trace", "show", "0" * 32]) == 1
+
+
+def test_global_provider_set_after_first_use_is_honoured(tmp_path: Path) -> None:
+    """The pipeline skips Tracing.start while no SDK is set; a provider set
+    later (the usual order in an application's start-up) must still get every
+    span. In a subprocess: the global provider can be set once per process."""
+    import subprocess
+    import sys
+
+    code = f"""
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from hrm_memory import MemoryManager
+with MemoryManager({str(tmp_path / "store")!r}) as mm:
+    assert mm.write("altitude.patterns", "k", 1) == "0" * 32  # no SDK yet
+    mm.read("altitude.patterns", "k")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    assert mm.write("altitude.patterns", "k", 2) != "0" * 32
+    mm.read("altitude.patterns", "k")
+provider.force_flush()
+print(sorted(s.name for s in exporter.get_finished_spans()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['memory.read', 'memory.write']"

@@ -104,12 +104,12 @@ class Operations:
         namespace's lock (across processes when ``locking=True``), so
         concurrent updates never lose one another. If ``fn`` raises, nothing
         is stored and the exception propagates."""
-        return self._run(UpdateOp(namespace, key, fn, default))
+        return self._run((namespace, key, fn, default), UpdateOp)
 
     def delete(self, namespace: str, key: str) -> bool:
         """Remove ``key``; return True if it existed. An archived key is
         removed from view (the cold copy stays until a purge)."""
-        return self._run(DeleteOp(namespace, key))  # type: ignore[no-any-return]
+        return self._run((namespace, key), DeleteOp)  # type: ignore[no-any-return]
 
     def query(
         self,
@@ -133,8 +133,7 @@ class Operations:
         glob that matches none, raises :class:`UndeclaredNamespace`.
         ``limit`` caps the number returned. Archived records are included
         only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
-        op = QueryOp(namespace, key, where, limit, include_cold, compact)
-        return self._run(op)  # type: ignore[no-any-return]
+        return self._run((namespace, key, where, limit, include_cold, compact), QueryOp)  # type: ignore[no-any-return]
 
     def expand(self, namespace: str, value: Any) -> Any:
         """The readable form of a coded ``value`` of ``namespace`` (what

@@ -62,7 +62,7 @@ from .spec import (
     check_key,
 )
 from .steps import GLOB, Attrs, now_us
-from .tracing import OpSpan, current_trace_id
+from .tracing import OpSpan, current_trace_id, otel_api
 
 #: A handler: (pipeline, op, scope, span) -> (result, span attributes).
 Handler = Callable[["Pipeline", Any, "str | None", "OpSpan | None"], "tuple[Any, Attrs]"]
@@ -82,11 +82,14 @@ class Pipeline(Admin):
             raise InvalidArgument(f"not an operation: {op!r}") from None
         if self.closed:
             raise StoreClosed("the memory manager is closed")
-        if keyed:  # namespace and key are the op's first two fields
+        tracing = self.tracing
+        if tracing.idle_when is otel_api._TRACER_PROVIDER:
+            span = None  # no SDK: Tracing.start would say so, at the cost of a call
+        elif keyed:  # namespace and key are the op's first two fields
             fields: Any = op
-            span = self.tracing.start(name, fields[0], fields[1])
+            span = tracing.start(name, fields[0], fields[1])
         else:
-            span = self.tracing.start(name, *_target(op))
+            span = tracing.start(name, *_target(op))
         try:
             result, attrs = fn(self, op, scope, span)
         except BaseException as exc:
@@ -188,15 +191,17 @@ class Pipeline(Admin):
         return trace_id, attrs
 
     def _update(self, op: UpdateOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
-        if not callable(op.fn):
-            raise InvalidArgument(f"update() needs a function of the current value, not {type(op.fn).__name__}")
+        namespace, key, fn, default = op
+        if not callable(fn):
+            raise InvalidArgument(f"update() needs a function of the current value, not {type(fn).__name__}")
         trace_id = current_trace_id(span)
-        spec = self.spec(op.namespace)
-        key = check_key(op.key, op.namespace)
-        self._may_write(scope, spec)
+        spec = self.spec(namespace)
+        check_key(key, namespace)
+        if scope is not None:
+            self._may_write(scope, spec)
         with self.backend.lock(spec.name):
             current = self.lookup(spec, key)
-            new = op.fn(op.default if current is None else self.decode(spec, current, False))
+            new = fn(default if current is None else self.decode(spec, current, False))
             data, saved = self._encode(spec, key, new)
             stored = self._commit(spec, key, data)
             self.bus.record("write", spec.name, key, stored.version, trace_id, stored.tier != "hot")
@@ -215,10 +220,12 @@ class Pipeline(Admin):
         return new, attrs
 
     def _delete(self, op: DeleteOp, scope: str | None, span: OpSpan | None) -> tuple[bool, Attrs]:
+        namespace, key = op
         trace_id = current_trace_id(span)
-        spec = self.spec(op.namespace)
-        key = check_key(op.key, op.namespace)
-        self._may_write(scope, spec)
+        spec = self.spec(namespace)
+        check_key(key, namespace)
+        if scope is not None:
+            self._may_write(scope, spec)
         with self.backend.lock(spec.name):
             old = None
             if spec.tier == "hot" or spec.consent is not None:
@@ -231,31 +238,30 @@ class Pipeline(Admin):
         return old is not None, attrs
 
     def _query(self, op: QueryOp, scope: str | None, span: OpSpan | None) -> tuple[list[Record], Attrs]:
-        limit = op.limit
+        namespace, key_glob, where, limit, include_cold, compact = op
         if limit is not None and (type(limit) is not int or limit < 0):
             raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
-        if not isinstance(op.key, str):
+        if not isinstance(key_glob, str):
             raise InvalidArgument("the key pattern must be a str glob")
-        matches = compile_where(op.where)
-        specs = self._visible(scope, op.namespace, self.match(op.namespace))
-        key_glob = op.key
+        matches = compile_where(where)
+        specs = self._visible(scope, namespace, self.match(namespace))
         match_all = key_glob == "*"
         exact = not match_all and not GLOB.intersection(key_glob)
         if exact:
-            check_key(key_glob, op.namespace)
+            check_key(key_glob, namespace)
         out: list[Record] = []
         for spec in specs:
             ns = spec.name
             found: Iterable[Stored]
             if exact:
                 stored = self.lookup(spec, key_glob)
-                if stored is not None and stored.tier == "cold" and not op.include_cold:
+                if stored is not None and stored.tier == "cold" and not include_cold:
                     stored = None
                 found = [stored] if stored is not None else []
             elif spec.tier == "hot":
                 found = self.hot.scan(ns)
             else:
-                found = self.backend.scan(ns, include_cold=op.include_cold)
+                found = self.backend.scan(ns, include_cold=include_cold)
                 if spec.consent is not None and self.hot.count(ns):
                     merged = {st.key: st for st in found}
                     merged.update((st.key, st) for st in self.hot.scan(ns))
@@ -264,7 +270,7 @@ class Pipeline(Admin):
             for st in found:
                 if not (match_all or fnmatch.fnmatchcase(st.key, key_glob)):
                     continue
-                value = self.decode(spec, st, op.compact)
+                value = self.decode(spec, st, compact)
                 if matches is not None and not matches(value):
                     continue
                 rows.append(Record.from_stored(ns, st, value, st.tier != "hot"))
@@ -277,8 +283,8 @@ class Pipeline(Admin):
         if span is not None:
             attrs = {
                 "db.response.returned_rows": len(out),
-                "hrm.memory.include_cold": op.include_cold,
-                "hrm.memory.where_fields": sorted(op.where) if op.where else [],
+                "hrm.memory.include_cold": include_cold,
+                "hrm.memory.where_fields": sorted(where) if where else [],
             }
         return out, attrs
 

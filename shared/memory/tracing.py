@@ -33,6 +33,7 @@ import atexit
 import os
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -340,13 +341,17 @@ def _global_provider() -> object:
 
 _PROXY = trace.get_tracer_provider() if not os.environ.get(_ENV_PROVIDER) else None
 _api_module: Any = trace
+#: The OpenTelemetry API module, whose global provider slot the pipeline reads
+#: (a stand-in whose slot never matches, for an API without that slot).
+otel_api: Any = trace if hasattr(trace, "_TRACER_PROVIDER") else types.SimpleNamespace(_TRACER_PROVIDER=object())
+_NEVER = object()
 _ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PROVIDER")
 
 
 class Tracing:
     """Per-manager access to the right path for the current provider."""
 
-    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred")
+    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred", "idle_when")
 
     def __init__(self, provider: trace.TracerProvider | None = None, *, deferred: bool = True) -> None:
         self._provider = provider
@@ -355,6 +360,10 @@ class Tracing:
         self._tracer: trace.Tracer | None = None
         self._recorder: _Recorder | None = None
         self.deferred = deferred
+        #: While ``otel_api._TRACER_PROVIDER is idle_when``, :meth:`start`
+        #: would return None: the pipeline checks this instead of calling it
+        #: (one attribute read against a call, on every operation).
+        self.idle_when: object = _NEVER
 
     def _resolve(self, provider: object) -> None:
         self._for = provider
@@ -385,6 +394,9 @@ class Tracing:
                     provider = _PROXY
         if provider is not self._for:
             self._resolve(provider)
+            self.idle_when = _NEVER
+            if self._mode == 0 and self._provider is None and not _ENV_SET:
+                self.idle_when = _api_module._TRACER_PROVIDER
         mode = self._mode
         if mode == 0:
             return None
