@@ -111,8 +111,8 @@ class FileBackend:
         self.cache.discard((namespace, key))
         return old
 
-    def scan(self, namespace: str, *, include_cold: bool = False) -> Iterator[Stored]:
-        yield from self.warm.scan(namespace)
+    def scan(self, namespace: str, *, include_cold: bool = False, strict: bool = True) -> Iterator[Stored]:
+        yield from self.warm.scan(namespace, strict=strict)
         if include_cold:
             yield from self._cold_current(namespace)
 
@@ -146,7 +146,7 @@ class FileBackend:
 
     def purge(self, namespace: str) -> dict[str, int]:
         with self.locks.hold(namespace):
-            keys = [st.key for st in self.warm.scan(namespace, archived=True)]
+            keys = [st.key for st in self.warm.scan(namespace, archived=True, strict=False)]
             now = _now_us()
             for key in keys:
                 self.warm.delete(namespace, key, now)
@@ -158,6 +158,7 @@ class FileBackend:
             cold = self.cold.purge(namespace)
             quarantined = 0
             qdir = self.root / "quarantine"
+            _fs.ensure_real_dirs(self.root, "quarantine")  # never unlink through a planted link
             if qdir.is_dir():
                 for path in qdir.iterdir():
                     if path.name.startswith((f"warm__{namespace}__", f"cold__{namespace}__")):
@@ -259,7 +260,7 @@ class FileBackend:
         for ns in self.warm.namespaces():
             if (self.warm.root / ns).is_symlink() or not (self.warm.root / ns).is_dir():
                 continue
-            for st in self.warm.scan(ns, archived=True):
+            for st in self.warm.scan(ns, archived=True, strict=False):
                 if st.tier != "cold":
                     continue
                 try:

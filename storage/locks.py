@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory.errors import LockTimeout
-from .fsutil import FILE_MODE, NOFOLLOW, storage_error
+from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error
 
 
 class FileLock:
@@ -122,6 +122,7 @@ class NamespaceLocks:
             self._pid = os.getpid()
         lock = self._files.get(namespace)
         if lock is None:
+            ensure_real_dirs(self.lock_dir.parent, self.lock_dir.name)  # never follow a planted link
             try:
                 self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:

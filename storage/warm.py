@@ -94,15 +94,15 @@ def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
     return header, body[tab + 1 :]
 
 
-def _salvage_key(line: bytes) -> str | None:
-    """Best effort: the key of a damaged line, if its header still parses."""
+def _salvage(line: bytes) -> tuple[str, int] | None:
+    """Best effort: ``(key, version)`` of a damaged line, if its header still parses."""
     tab = line.find(b"\t", 9)
     try:
         header = orjson.loads(line[9:tab] if tab > 0 else line[9:])
     except orjson.JSONDecodeError:
         return None
-    if type(header) is list and len(header) == 5 and type(header[1]) is str:
-        return header[1]
+    if type(header) is list and len(header) == 5 and type(header[1]) is str and type(header[2]) is int:
+        return header[1], header[2]
     return None
 
 
@@ -284,10 +284,17 @@ class WarmTier(WarmUpkeep):
                     # The key a damaged line names may itself be damaged, so
                     # every key older than the line is suspect (see get()).
                     b.unknown_after = base + nl
-                    key = _salvage_key(line)
-                    if key is not None:
+                    salvaged = _salvage(line)
+                    if salvaged is not None:
+                        key, version = salvaged
                         old = index.get(key)
-                        index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
+                        # Versions only grow per key, so a damaged line that
+                        # claims a version no newer than an intact line of
+                        # that key cannot be its newest: the damage is in the
+                        # key (note)0000 read as note-0000), and the intact
+                        # record must not be dropped with it (issue 14, item 3).
+                        if old is None or old[0] == "x" or version > old[1]:
+                            index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
                 else:
                     header = parsed[0]
                     key = header[1]
@@ -487,13 +494,29 @@ class WarmTier(WarmUpkeep):
                 cache.put((namespace, key), stored)
             return stored
 
-    def scan(self, namespace: str, *, archived: bool = False) -> Iterator[Stored]:
-        """Live records of ``namespace``; archived markers too when ``archived``."""
+    def scan(self, namespace: str, *, archived: bool = False, strict: bool = True) -> Iterator[Stored]:
+        """Live records of ``namespace``; archived markers too when ``archived``.
+
+        ``strict`` (what queries use) answers as :meth:`get` does: a key whose
+        newest line is damaged, or any key of a bucket holding a damaged line
+        whose key is unreadable, raises :class:`CorruptRecord` rather than
+        serving an older version (issue 14, item 6). Maintenance (archive,
+        caps, purge, check) scans with ``strict=False`` and skips them."""
         for b in self._buckets_of(namespace):
             with b.lock:
                 if not self._refresh(b):
                     continue
                 wanted = ("p", "a") if archived else ("p",)
+                if strict:
+                    for k, e in b.index.items():
+                        if e[0] == "x" or (b.unknown_after >= 0 and e[4] < b.unknown_after and e[0] in wanted):
+                            raise CorruptRecord(
+                                f"record {namespace}/{k!r} cannot be served: its newest line (or a line "
+                                f"that may be it) in {b.path.name} is damaged; run check(fix=True)",
+                                namespace=namespace,
+                                key=k,
+                                path=str(b.path),
+                            )
                 entries = sorted(
                     ((k, e) for k, e in b.index.items() if e[0] in wanted), key=lambda ke: ke[1][4]
                 )

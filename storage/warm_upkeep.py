@@ -39,6 +39,7 @@ from .fsutil import (
     FILE_MODE,
     NOFOLLOW,
     SharedCounters,
+    ensure_real_dirs,
     fsync_dir,
     make_dirs,
     quarantine,
@@ -181,8 +182,9 @@ class WarmUpkeep:
         alive; ``buckets`` is None when the note cannot be read."""
         run = self.store_root / "run"
         try:
+            ensure_real_dirs(self.store_root, "run")  # a planted link is never followed
             names = os.listdir(run)
-        except OSError:
+        except OSError:  # StorageError (a planted link) included: no notes to read
             return
         for name in names:
             pid = name.split("-", 1)[0]
@@ -229,6 +231,7 @@ class WarmUpkeep:
             return
         run = self.store_root / "run"
         path = self._run_file or run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
+        ensure_real_dirs(self.store_root, "run")  # a planted link is never followed
         try:
             make_dirs(run, durable=self.fsync)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
@@ -266,6 +269,10 @@ class WarmUpkeep:
             except OSError as exc:
                 raise storage_error(exc, "move damaged bytes aside from", b.path) from None
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
+            # Noted in run/ before the temp exists, so that if this process
+            # dies here the next open removes the temp (issue 14, item 13: a
+            # compacting process that never appended to the bucket had no note).
+            self._register_touch(b)
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
             new_index: dict[str, Entry] = {}
             pos = 0

@@ -139,7 +139,7 @@ class Admin(Steps):
                 continue
             cutoff = now_us - int(spec.ttl * 1_000_000)
             with self.backend.lock(spec.name):
-                old = [s for s in self.backend.scan(spec.name) if s.updated_us < cutoff]
+                old = [s for s in self.backend.scan(spec.name, strict=False) if s.updated_us < cutoff]
                 n = self._move_to_cold(spec.name, old, trace_id)
             if n:
                 moved[spec.name] = n
@@ -176,7 +176,7 @@ class Admin(Steps):
                 return
             keys.sort(key=lambda k: (k[2], k[0]))
             victims = {k for k, _, _ in keys[:excess]}
-            old = [s for s in self.backend.scan(spec.name) if s.key in victims]
+            old = [s for s in self.backend.scan(spec.name, strict=False) if s.key in victims]
             self._move_to_cold(spec.name, old, trace_id)
 
     def _check(self, op: CheckOp, scope: str | None, span: OpSpan | None) -> tuple[list[Finding], Attrs]:

@@ -114,9 +114,11 @@ class Backend(Protocol):
         """Remove ``key``; the record removed, or None if there was none."""
         ...
 
-    def scan(self, namespace: str, *, include_cold: bool = False) -> Iterator[Stored]:
+    def scan(self, namespace: str, *, include_cold: bool = False, strict: bool = True) -> Iterator[Stored]:
         """Every current record, in no particular order; archived ones only
-        with ``include_cold``."""
+        with ``include_cold``. ``strict``: a record whose newest copy is
+        damaged raises :class:`CorruptRecord` (as ``get`` does) instead of
+        being skipped; maintenance scans pass False."""
         ...
 
     def keys(self, namespace: str) -> list[tuple[str, int, int]]:
