@@ -58,8 +58,21 @@ def _encode_frame(records: list[Stored]) -> bytes:
 
 
 def _decode_payload(payload: bytes) -> list[Stored]:
-    rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
-    return [Stored(r[0], r[1], r[2], r[3], r[4], "cold") for r in rows]
+    """The records of a frame; :class:`CorruptRecord` for a payload that passes
+    its crc32 but is not zlib, not msgpack, or not records (issue 14, item 8:
+    such a frame made read() and check() raise untyped errors)."""
+    try:
+        rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
+        out = [Stored(r[0], r[1], r[2], r[3], r[4], "cold") for r in rows]
+    except Exception as exc:  # noqa: BLE001 - zlib, msgpack and shape errors are all damage
+        raise CorruptRecord(f"archive frame cannot be decoded ({type(exc).__name__}: {exc})") from None
+    if not all(
+        type(r.key) is str and type(r.version) is int and type(r.created_us) is int
+        and type(r.updated_us) is int and type(r.value) is bytes
+        for r in out
+    ):
+        raise CorruptRecord("archive frame does not hold records")
+    return out
 
 
 class ColdTier:
@@ -185,7 +198,15 @@ class ColdTier:
                 key=key,
                 path=str(path),
             )
-        return {r.key: r for r in _decode_payload(payload)}
+        try:
+            return {r.key: r for r in _decode_payload(payload)}
+        except CorruptRecord as exc:
+            raise CorruptRecord(
+                f"archived record {namespace}/{key!r}: frame at {location.decode()}: {exc}",
+                namespace=namespace,
+                key=key,
+                path=str(path),
+            ) from None
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         """Every archived copy in ``namespace``, oldest first, one frame in
@@ -216,7 +237,7 @@ class ColdTier:
                     if zlib.crc32(payload) == crc:
                         try:
                             _decode_payload(payload)
-                        except Exception:  # noqa: BLE001 - any decode failure is damage
+                        except CorruptRecord:
                             ok = False
                         else:
                             yield off, payload

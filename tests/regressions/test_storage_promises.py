@@ -6,8 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import zlib
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from hrm_memory import CorruptRecord, MemoryManager, NamespaceSpec, StorageError
@@ -115,4 +118,30 @@ with MemoryManager({str(root)!r}, durability="flush", namespaces=[NamespaceSpec(
     with open_mm(root) as mm:
         assert list((root / "warm" / NS).glob(".*.compact")) == []
         assert mm.read(NS, "k") == {"i": 299, "pad": "x" * 2000}
+        assert mm.check() == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not zlib at all", zlib.compress(b"\xc1 not msgpack"), zlib.compress(msgpack.packb([[1, 2], "x"]))],
+    ids=["not-zlib", "not-msgpack", "not-records"],
+)
+def test_item8_frame_with_a_valid_crc_but_bad_payload_is_typed(root: Path, payload: bytes) -> None:
+    """A cold frame whose payload passes its crc32 but is not zlib, not
+    msgpack or not records made read() and check() raise untyped errors."""
+    from hrm_memory.storage import cold
+
+    aging = "t.aging"
+    specs = [NamespaceSpec(aging, ttl=60.0)]
+    with MemoryManager(root, durability="flush", namespaces=specs) as mm:
+        mm.write(aging, "k", {"v": 1})
+        assert mm.archive(now=time.time() + 10**6) == {aging: 1}
+    (seg,) = (root / "cold" / aging).glob("*.seg")
+    seg.write_bytes(cold._HEAD.pack(cold.MAGIC, len(payload), zlib.crc32(payload)) + payload)
+    with MemoryManager(root, durability="flush", namespaces=specs) as mm:
+        with pytest.raises(CorruptRecord):
+            mm.read(aging, "k")
+        findings = mm.check()
+        assert "corrupt-frame" in {f.kind for f in findings}
+        mm.check(fix=True)
         assert mm.check() == []
