@@ -34,6 +34,7 @@ from .signal_log import FileChangeLog
 from .warm import WarmTier
 
 DURABILITY = ("fsync", "flush")
+_UNREAD = object()  # run-time declarations never read yet
 _ROOT_DIRS = ("", "warm", "cold", "locks", "meta", "run", "quarantine", "events")
 
 
@@ -76,7 +77,10 @@ class FileBackend:
         self.cold = ColdTier(self.root, durability=durability)
         self.changes = FileChangeLog(self.root) if signal_log else None
         self._meta = self.root / "meta" / "namespaces.json"
-        self._meta_stamp: tuple[int, int] | None = None
+        self._meta_stamp: object = _UNREAD
+        self._meta_gen = -1
+        self._meta_shared: _fs.SharedCounters | None = None
+        self._meta_shared_ok = True
 
     # -- records ------------------------------------------------------------------
 
@@ -169,10 +173,22 @@ class FileBackend:
     # -- run-time declarations ------------------------------------------------------
 
     def declarations(self) -> dict[str, dict[str, Any]] | None:
-        """Parsed again only when the file's size or mtime changed."""
+        """Run-time declarations, or None when unchanged since the last call.
+
+        Asked before every operation on a run-time namespace (so an undeclare
+        in another process takes effect at once), hence cheap: a shared
+        memory-mapped counter (``meta/.gen``, bumped by every declare and
+        undeclare) is read first, and the file is stat'ed and parsed only when
+        it moved (or when there is no counter: a read-only root)."""
+        counter = self._meta_counter()
+        if counter is not None:
+            gen = counter.get(0)
+            if gen == self._meta_gen and self._meta_stamp is not _UNREAD:
+                return None
+            self._meta_gen = gen
         try:
             st = os.stat(self._meta)
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+            stamp: object = (st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             stamp = None
         except OSError as exc:
@@ -182,6 +198,16 @@ class FileBackend:
         declared = self._read_meta()
         self._meta_stamp = stamp
         return declared
+
+    def _meta_counter(self) -> _fs.SharedCounters | None:
+        if self._meta_shared is None and self._meta_shared_ok:
+            try:
+                _fs.ensure_real_dirs(self.root, "meta")
+                _fs.make_dirs(self._meta.parent, durable=False)
+                self._meta_shared = _fs.SharedCounters(self._meta.parent / ".gen", 1)
+            except OSError:
+                self._meta_shared_ok = False  # read-only root or the like: stat every time
+        return self._meta_shared
 
     def _read_meta(self) -> dict[str, dict[str, Any]]:
         _fs.ensure_real_dirs(self.root, "meta")
@@ -208,6 +234,9 @@ class FileBackend:
         _fs.ensure_real_dirs(self.root, "meta")
         _fs.make_dirs(self._meta.parent, durable=True)
         _fs.atomic_write(self._meta, orjson.dumps(declared, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+        counter = self._meta_counter()
+        if counter is not None:
+            counter.bump(0)  # after the rename: a reader that sees the bump sees the file
 
     def declare(self, name: str, spec: dict[str, Any]) -> dict[str, Any] | None:
         with self.locks.hold("meta.namespaces", cross_process=True):
@@ -317,6 +346,9 @@ class FileBackend:
     def close(self) -> None:
         if self.changes is not None:
             self.changes.close()
+        if self._meta_shared is not None:
+            self._meta_shared.close()
+            self._meta_shared = None
         self.warm.close()
         self.locks.close()
         self.cold.close()

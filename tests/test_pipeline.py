@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from hrm_memory import (
     UnknownSchema,
 )
 from hrm_memory.namespaces import seed
+from hrm_memory.steps import DECLARATIONS_RECHECK
 
 REPO = Path(__file__).resolve().parent.parent
 CODED = sorted(s.name for s in seed() if s.codec is not None and s.tier == "warm" and s.consent is None)
@@ -143,6 +145,9 @@ def test_declaration_is_shared_and_undeclare_reaches_other_managers(root: Path) 
         b.write("planner.drafts", "d", 1)  # b learns of it from the store
         b.delete("planner.drafts", "d")
         a.undeclare("planner.drafts")
+        with pytest.raises(UndeclaredNamespace):
+            a.write("planner.drafts", "d", 2)  # at once where it was undeclared
+        time.sleep(DECLARATIONS_RECHECK * 1.5)  # elsewhere within the recheck interval
         with pytest.raises(UndeclaredNamespace):
             b.write("planner.drafts", "d", 2)
 

@@ -252,6 +252,7 @@ class MemoryManager(Operations):
         if not (type(lock_timeout) in (int, float) and lock_timeout >= 0):
             raise InvalidArgument("lock_timeout must be a number >= 0")
         self.root: Path | None
+        owns_backend = backend is None
         if backend is None:
             files = FileBackend(
                 root if root is not None else default_root(),
@@ -267,14 +268,19 @@ class MemoryManager(Operations):
         self.backend: Backend = backend
         self.locking = bool(locking)
         self.durability = durability
-        self._pipeline = Pipeline(
-            backend,
-            HotTier(),
-            Registry(seed() if namespaces is None else namespaces),
-            CodecRegistry(seed_codecs() if codecs is None else codecs),
-            Tracing(tracer_provider, deferred=deferred_spans),
-            poll_interval=poll_interval,
-        )
+        try:
+            self._pipeline = Pipeline(
+                backend,
+                HotTier(),
+                Registry(seed() if namespaces is None else namespaces),
+                CodecRegistry(seed_codecs() if codecs is None else codecs),
+                Tracing(tracer_provider, deferred=deferred_spans),
+                poll_interval=poll_interval,
+            )
+        except BaseException:
+            if owns_backend:
+                backend.close()  # ours: a failed open leaves no file open
+            raise
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 

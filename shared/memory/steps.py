@@ -45,6 +45,12 @@ GLOB = frozenset("*?[")
 Attrs = dict[str, Any] | None
 
 
+#: Seconds between two looks at the store's run-time declarations before an
+#: operation on a run-time namespace (a look is a shared-counter read).
+DECLARATIONS_RECHECK = 0.05
+_monotonic = time.monotonic
+
+
 def now_us() -> int:
     return time.time_ns() // 1000
 
@@ -74,6 +80,7 @@ class Steps:
         self._codec_of: dict[str, Codec | None] = {}
         self._seeded = frozenset(self._specs)
         self._runtime: set[str] = set()
+        self._declared_at = 0.0
         self._load_declared()
 
     def close(self) -> None:
@@ -89,16 +96,24 @@ class Steps:
         """The declared spec; raises :class:`InvalidNamespace` or
         :class:`UndeclaredNamespace` (after looking for run-time declarations
         made by other processes since). A run-time namespace is looked up in
-        the store every time (one ``stat`` when nothing changed), so an
-        undeclare in another process takes effect here at the next operation;
-        seed namespaces, the hot path, cost a dict lookup."""
+        the store again at most every ``DECLARATIONS_RECHECK`` seconds, so an
+        undeclare in another process takes effect here within that time (at
+        once in the process that made it); seed namespaces cost a dict lookup."""
         try:
             spec = self._specs.get(namespace)
         except TypeError:  # unhashable: certainly not a namespace
             check_namespace(namespace)
             raise
-        if spec is not None and namespace not in self._runtime:
-            return spec
+        if spec is not None:
+            if namespace not in self._runtime:
+                return spec
+            now = _monotonic()
+            if now - self._declared_at < DECLARATIONS_RECHECK:
+                return spec
+            self._declared_at = now
+            self._load_declared()  # one shared-counter read when nothing changed
+            spec = self._specs.get(namespace)
+            return spec if spec is not None else self.registry.get(namespace)
         check_namespace(namespace)
         self._load_declared()
         return self.registry.get(namespace)
