@@ -38,7 +38,7 @@ from hrm_memory import storage
 
 from hrm_memory import LockTimeout, MemoryManager, MemoryStoreError, StorageError
 from hrm_memory.storage.warm import bucket_of
-from tests.helpers.mp_workers import SPECS, Peer
+from tests.helpers.mp_workers import REPO, SPECS, Peer
 
 NS = "t.fault"
 
@@ -264,9 +264,17 @@ def nobody_root() -> Iterator[Path]:
         pytest.skip("needs root to hand a store to another user")
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed: cannot start a worker as another user")
-    probe = _run("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", "pass")
+    # The worker runs this checkout's code as nobody: when the checkout sits in
+    # a directory nobody cannot traverse (a 0700 home, any mktemp -d), it
+    # cannot even import it. Probe exactly that (issue 14, item 23).
+    probe = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+         sys.executable, "-c", "import hrm_memory, tests.helpers.mp_workers"],
+        capture_output=True, text=True, cwd=REPO,
+    )
     if probe.returncode != 0:
-        pytest.skip(f"cannot run Python as uid {NOBODY}: {probe.stderr.strip()}")
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"uid {NOBODY} cannot run this checkout's code (a parent directory it cannot traverse?): {last}")
     base = Path(tempfile.mkdtemp(prefix="hrm-perm-"))
     try:
         yield base / "store"
