@@ -56,10 +56,16 @@ class BootstrapSnapshot(LegacyRecord):
         if "ladder_position" not in data:
             return super().from_dict(data)
         # The older format: consent ladder fields; other old keys are dropped.
+        # As in legacy, a missing timestamp is "now" and a missing
+        # consent_state counts as not "listen_only" (complete).
         complete = data.get("consent_state") != "listen_only"
         stabilizers = data.get("stabilizers", "")
+        if "bootstrap_timestamp" in data:
+            stamp = datetime.fromisoformat(data["bootstrap_timestamp"])
+        else:
+            stamp = datetime.now()
         return cls(
-            bootstrap_timestamp=datetime.fromisoformat(data["bootstrap_timestamp"]),
+            bootstrap_timestamp=stamp,
             stage="complete" if complete else "intro",
             user_name=data.get("user_state_summary", ""),
             favorite_things="|".join(stabilizers) if isinstance(stabilizers, list) else stabilizers,

@@ -17,13 +17,22 @@ from hrm_memory.adapters.runtime import get_manager
 MAX_TOPICS = 10
 BRIEF_CHARS = 60
 
-_CONTINUITY = re.compile(
-    r"\b(?:"
-    r"what were we|where were we|last (?:time|session)|previous(?:ly)?|continue from|pick up"
-    r"|before (?:the )?(?:crash|session)|remember when|we (?:talked|discussed|worked on)|what did we"
-    r"|session (?:#|\d|history)"
-    r")"
+#: The legacy patterns, verbatim: each is searched in the lowercased text and
+#: each ends at a word boundary (so "session 12" and "pick upstairs" do not match).
+CONTINUITY_PATTERNS: tuple[str, ...] = (
+    r"\bwhat were we\b",
+    r"\bwhere were we\b",
+    r"\blast (time|session)\b",
+    r"\bprevious(ly)?\b",
+    r"\bcontinue from\b",
+    r"\bpick up\b",
+    r"\bbefore (the )?(crash|session)\b",
+    r"\bremember when\b",
+    r"\bwe (talked|discussed|worked on)\b",
+    r"\bwhat did we\b",
+    r"\bsession (#|\d|history)\b",
 )
+_CONTINUITY = tuple(re.compile(p) for p in CONTINUITY_PATTERNS)
 
 
 @dataclass
@@ -153,7 +162,8 @@ class SessionHistory:
 
     @staticmethod
     def is_continuity_question(text: str) -> bool:
-        return _CONTINUITY.search(text.lower()) is not None
+        lowered = text.lower()
+        return any(p.search(lowered) is not None for p in _CONTINUITY)
 
 
 __all__ = ["SessionHistory", "SessionRecord"]
