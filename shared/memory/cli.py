@@ -1,14 +1,17 @@
 """The ``hrm-memory`` command line.
 
-Exit codes: 0 success; 1 not found (``get``, ``rm``); 2 bad input (usage, an
-invalid namespace, key or value); 3 the store failed (damage, disk, lock
-timeout); 4 ``check`` found problems it did not fix.
+Exit codes: 0 success; 1 not found (``get``, ``rm``, ``trace show``); 2 bad
+input (usage, an invalid namespace, key or value); 3 the store failed (damage,
+disk, lock timeout); 4 ``check`` found problems it did not fix. When stdout is
+closed early (``hrm-memory query ... | head -1``) the command ends quietly with
+141, the status of a process ended by SIGPIPE: no message, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -17,11 +20,21 @@ from typing import Any
 
 import orjson
 
-from .errors import BadInput, MemoryStoreError
+from .errors import BadInput, MemoryStoreError, Unsupported
 from .manager import MemoryManager, default_root
+from .spec import CONSENT_CATEGORIES, TIERS, NamespaceSpec
 from .textfmt import table
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3, 4
+#: stdout was closed by its reader (128 + SIGPIPE, as a shell reports ``yes | head -1``).
+EXIT_BROKEN_PIPE = 141
+
+#: Why a legacy file cannot be counted by ``tokens --legacy`` (see _legacy_file_problem).
+_TOKENS_LEGACY_NOTE = (
+    "With --legacy DIR every file must be UTF-8 text and every .json file valid JSON: "
+    "the first one that is not is reported by name and the command exits 2 without a "
+    "report (a skipped file would make the totals wrong)."
+)
 
 
 def _dump(obj: Any) -> str:
@@ -30,13 +43,24 @@ def _dump(obj: Any) -> str:
 
 def _parse_value(text: str) -> Any:
     if text == "-":
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"VALUE on stdin is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _parse_json(text, "VALUE")
+
+
+def _parse_json(text: str, what: str) -> Any:
     try:
         # The stdlib parser, not orjson: it keeps integers beyond 64 bits as
         # ints (so the store refuses them) instead of rounding them to floats.
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"VALUE is not valid JSON ({exc}); quote strings as JSON, e.g. '\"text\"'") from None
+        raise BadInput(f"{what} is not valid JSON ({exc}); quote strings as JSON, e.g. '\"text\"'") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply (the store keeps values up to 254 levels deep)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise BadInput(f"{what} cannot be read as JSON ({exc})") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -140,6 +164,8 @@ def cmd_query(mm: MemoryManager, args: argparse.Namespace) -> int:
             where[field] = json.loads(raw)
         except json.JSONDecodeError:
             where[field] = raw  # a bare word means that string
+        except (RecursionError, ValueError):
+            raise BadInput(f"--where {field}=...: the JSON is nested too deeply or too large") from None
     recs = mm.query(
         args.namespace, args.key, where=where or None, limit=args.limit, include_cold=args.cold, compact=args.compact
     )
@@ -192,25 +218,116 @@ def cmd_demo(mm: MemoryManager, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_trace(mm: MemoryManager, args: argparse.Namespace) -> int:
+def cmd_compact(mm: MemoryManager, args: argparse.Namespace) -> int:
+    reclaimed = mm.compact(args.namespace)
+    if args.json:
+        print(_dump({"namespace": args.namespace, "reclaimed_bytes": reclaimed}))
+    else:
+        print(f"reclaimed {reclaimed} bytes" + (f" in {args.namespace}" if args.namespace else ""))
+    return EXIT_OK
+
+
+def cmd_consent(mm: MemoryManager, args: argparse.Namespace) -> int:
+    if args.consent_command == "status":
+        status = mm.consent.status()
+        if args.json:
+            print(_dump(status))
+        else:
+            rows = [
+                {"category": c, "granted": g, "namespaces": ", ".join(mm.consent.namespaces(c)) or "-"}
+                for c, g in status.items()
+            ]
+            print(table(rows, ["category", "granted", "namespaces"]))
+        return EXIT_OK
+    if args.consent_command == "grant":
+        result = mm.consent.grant(args.category)
+        if args.json:
+            print(_dump(result))
+        else:
+            print(f"granted {args.category}: its namespaces are persisted from now on")
+        return EXIT_OK
+    result = mm.consent.revoke(args.category, purge=args.purge)
+    if args.json:
+        print(_dump(result))
+    elif args.purge:
+        gone = sum(n for per_place in result["purged"].values() for n in per_place.values())
+        print(f"revoked {args.category} and purged its stored data ({gone} item(s) removed)")
+    else:
+        print(f"revoked {args.category}: its namespaces are kept in memory only from now on "
+              "(stored data stays; --purge removes it)")
+    return EXIT_OK
+
+
+def cmd_declare(mm: MemoryManager, args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"tier": args.tier, "description": args.description}
+    if args.ttl is not None:
+        fields["ttl"] = args.ttl
+    if args.consent is not None:
+        fields["consent"] = args.consent
+    if args.max_keys is not None:
+        fields["max_keys"] = args.max_keys
+    spec = mm.declare(NamespaceSpec(args.namespace, **fields))
+    if args.json:
+        print(_dump(spec.to_dict()))
+    else:
+        extra = "".join(
+            f", {label} {value}"
+            for label, value in (("ttl", spec.ttl), ("consent", spec.consent), ("max keys", spec.max_keys))
+            if value is not None
+        )
+        print(f"declared {spec.name} (tier {spec.tier}{extra})")
+    return EXIT_OK
+
+
+def cmd_undeclare(mm: MemoryManager, args: argparse.Namespace) -> int:
+    purged = mm.undeclare(args.namespace, purge=args.purge)
+    if args.json:
+        print(_dump({"namespace": args.namespace, "undeclared": True, "purged": purged}))
+    else:
+        gone = sum(purged.values())
+        print(f"undeclared {args.namespace}" + (f" ({gone} item(s) purged)" if gone else ""))
+    return EXIT_OK
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """``trace tail`` / ``trace show``: read a span file; never opens (or creates) a store."""
     from . import telemetry
 
-    path = Path(args.file) if args.file else telemetry.default_trace_file(mm.root if mm.root is not None else default_root())
+    if args.file:
+        path = Path(args.file)
+    elif args.trace_file:
+        path = Path(args.trace_file)
+    else:
+        path = telemetry.default_trace_file(Path(args.root) if args.root is not None else default_root())
     if args.trace_command == "show":
+        prefix = args.trace_id.strip().lower()
+        if not telemetry.is_trace_id_prefix(prefix):
+            raise BadInput(f"{args.trace_id!r} is not a trace id: expected 1 to 32 hexadecimal digits")
         if not path.exists():
             print(f"no trace file at {path} (run commands with --trace jsonl)", file=sys.stderr)
             return EXIT_NOT_FOUND
-        spans = telemetry.read_spans(path)
-        lines = telemetry.show_trace(spans, args.trace_id.lower())
-        if args.json:
-            print(_dump([s for s in spans if s.get("trace_id") == args.trace_id.lower()]))
-        elif not lines:
+        spans, _ = telemetry.load_spans(path)
+        matches = telemetry.match_trace_id(spans, prefix)
+        if not matches:
             print(f"trace {args.trace_id} not found in {path}", file=sys.stderr)
             return EXIT_NOT_FOUND
+        if len(matches) > 1 and prefix in matches:
+            matches = [prefix]  # a whole id is never ambiguous
+        if len(matches) > 1:
+            shown = ", ".join(m[: max(len(prefix) + 4, 12)] for m in matches[:5])
+            raise BadInput(
+                f"trace id prefix {args.trace_id!r} is ambiguous: {len(matches)} traces start with it "
+                f"({shown}{', ...' if len(matches) > 5 else ''}); give more digits"
+            )
+        trace_id = matches[0]
+        if args.json:
+            print(_dump([s for s in spans if s["trace_id"] == trace_id]))
         else:
-            print(f"trace {args.trace_id}")
-            print("\n".join(lines))
+            print(f"trace {trace_id}")
+            print("\n".join(telemetry.show_trace(spans, trace_id)))
         return EXIT_OK
+    if args.n < 0:
+        raise BadInput(f"-n must be 0 or more, not {args.n}")
     try:
         for _ in telemetry.tail(path, args.n, args.follow, sys.stdout):
             pass
@@ -229,8 +346,53 @@ COMMANDS = {
     "check": cmd_check,
     "archive": cmd_archive,
     "demo": cmd_demo,
-    "trace": cmd_trace,
+    "compact": cmd_compact,
+    "consent": cmd_consent,
+    "declare": cmd_declare,
+    "undeclare": cmd_undeclare,
 }
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hrm-memory")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: prints ``hrm-memory <version>`` (from the installed
+    distribution's metadata, looked up only when asked) and exits 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"hrm-memory {_package_version()}")
+        parser.exit()
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect, query, check and archive an hrm-memory store.",
         epilog=f"Store: --root, else $HRM_MEMORY_ROOT, else {default_root()}.",
     )
+    p.add_argument("--version", action=_VersionAction, help="print 'hrm-memory VERSION' and exit")
     p.add_argument("--root", help="storage root directory")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--durability", choices=["fsync", "flush"], default="fsync")
@@ -246,9 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trace",
         choices=["console", "jsonl", "otlp"],
-        help="export a span per operation (jsonl: to --trace-file, read by 'trace tail/show')",
+        help="export a span per operation (jsonl: to --trace-file, read by 'trace tail/show'; "
+        "console: to stderr; otlp: needs pip install 'hrm-memory[otlp]')",
     )
-    p.add_argument("--trace-file", help="JSONL span file (default $HRM_MEMORY_TRACE_FILE or ROOT/traces/spans.jsonl)")
+    p.add_argument(
+        "--trace-file",
+        help="JSONL span file, written with --trace jsonl and read by 'trace tail/show' "
+        "(default $HRM_MEMORY_TRACE_FILE or ROOT/traces/spans.jsonl)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("demo", help="write and read sample HRM memory (in a temporary store unless --root)")
@@ -278,51 +446,119 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
     s = sub.add_parser("archive", help="move warm records past their TTL to the cold tier")
     s.add_argument("--now", type=float, help="pretend the time is this epoch second")
+    s = sub.add_parser("compact", help="rewrite warm logs without superseded lines; print the bytes reclaimed")
+    s.add_argument("namespace", nargs="?", help="only this namespace (default: all)")
+    s = sub.add_parser("consent", help="show, grant or revoke consent per category")
+    csub = s.add_subparsers(dest="consent_command", required=True, metavar="status|grant|revoke")
+    csub.add_parser("status", help="every category, whether it is granted, and the namespaces it gates")
+    c = csub.add_parser("grant", help="persist the category's namespaces from now on")
+    c.add_argument("category", choices=CONSENT_CATEGORIES)
+    c = csub.add_parser("revoke", help="keep the category's namespaces in memory only from now on")
+    c.add_argument("category", choices=CONSENT_CATEGORIES)
+    c.add_argument("--purge", action="store_true", help="also remove the category's stored data")
+    s = sub.add_parser("declare", help="declare a namespace at run time (remembered in the store)")
+    s.add_argument("namespace")
+    s.add_argument("--tier", choices=TIERS, default="warm", help="home tier (default warm)")
+    s.add_argument("--ttl", type=_positive_seconds, metavar="SECONDS",
+                   help="seconds after the last update before archive moves a record to the cold tier")
+    s.add_argument("--consent", choices=CONSENT_CATEGORIES, help="consent category gating persistence")
+    s.add_argument("--max-keys", type=_at_least_one, metavar="N", help="keep at most N keys")
+    s.add_argument("--description", default="", metavar="TEXT")
+    s = sub.add_parser("undeclare", help="forget a run-time namespace (refused while it holds data, unless --purge)")
+    s.add_argument("namespace")
+    s.add_argument("--purge", action="store_true", help="remove its data first")
     from hrm_memory.migration.cli import add_cli as add_migrate_cli
 
     from . import token_report
 
-    token_report.add_cli(sub)
+    tp = token_report.add_cli(sub)
+    tp.description = f"Token counts of the readable and compact forms. {_TOKENS_LEGACY_NOTE}"
     add_migrate_cli(sub)
     s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
     tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
     t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
     t.add_argument("-n", type=int, default=20)
     t.add_argument("-f", "--follow", action="store_true")
-    t.add_argument("--file", help="span file")
+    t.add_argument("--file", help="span file (default --trace-file, else the default span file)")
     t = tsub.add_parser("show", help="one trace as a tree with durations")
-    t.add_argument("trace_id")
-    t.add_argument("--file", help="span file")
+    t.add_argument("trace_id", help="a trace id, or a unique prefix of one (as 'trace tail' prints)")
+    t.add_argument("--file", help="span file (default --trace-file, else the default span file)")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _legacy_file_problem(legacy_dir: str) -> str | None:
+    """The first file under ``legacy_dir`` that ``tokens --legacy`` cannot
+    count (not UTF-8, or a .json file that is not JSON), said as an error."""
+    root = Path(legacy_dir)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"{rel}: not UTF-8 text ({exc.reason} at byte {exc.start}); every legacy file must be UTF-8"
+        except OSError as exc:
+            return f"{rel}: cannot be read ({exc.strerror or exc})"
+        if path.suffix == ".json":
+            try:
+                orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                return f"{rel}: not valid JSON ({exc})"
+    return None
+
+
+def _run_tokens(args: argparse.Namespace) -> int:
+    from . import token_report
+
+    try:
+        return token_report.run_cli(args)
+    except (UnicodeDecodeError, ValueError) as exc:
+        if not args.legacy:
+            raise
+        problem = _legacy_file_problem(args.legacy) or f"a legacy file cannot be counted ({exc})"
+        print(f"hrm-memory: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _setup_tracing(args: argparse.Namespace, root: str | Path | None) -> Any:
+    from . import telemetry
+
+    trace_root = Path(root) if root is not None else default_root()
+    try:
+        return telemetry.setup_tracing(
+            args.trace,
+            path=args.trace_file or telemetry.default_trace_file(trace_root),
+            set_global=False,
+            # Spans never go to stdout: it carries the command's output (JSON with --json).
+            out=sys.stderr,
+        )
+    except Unsupported:
+        if args.trace == "otlp":
+            raise BadInput(
+                "--trace otlp needs the OTLP exporter, which is not installed: pip install 'hrm-memory[otlp]'"
+            ) from None
+        raise
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "tokens":
-        from . import token_report
-
-        return token_report.run_cli(args)
+        return _run_tokens(args)
     if args.command == "migrate":  # opens the store itself (plan must not)
         from hrm_memory.migration.cli import run_cli as run_migrate
 
         return run_migrate(args)
     root: str | Path | None = args.root
     tmp = None
-    if args.command == "demo" and root is None:
-        tmp = tempfile.TemporaryDirectory(prefix="hrm-memory-demo-")
-        root = tmp.name
     provider = None
     try:
+        if args.command == "trace":  # reads a span file: no store, no tracing
+            return cmd_trace(args)
+        if args.command == "demo" and root is None:
+            tmp = tempfile.TemporaryDirectory(prefix="hrm-memory-demo-")
+            root = tmp.name
         if args.trace:
-            from . import telemetry
-
-            trace_root = Path(root) if root is not None else default_root()
-            provider = telemetry.setup_tracing(
-                args.trace,
-                path=args.trace_file or telemetry.default_trace_file(trace_root),
-                set_global=False,
-            )
+            provider = _setup_tracing(args, root)
         with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
             return COMMANDS[args.command](mm, args)
     except BadInput as exc:
@@ -331,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryStoreError as exc:
         print(f"hrm-memory: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_STORE
+    except BrokenPipeError:
+        raise  # stdout closed by its reader: main() ends quietly
     except OSError as exc:
         print(f"hrm-memory: error: {exc}", file=sys.stderr)
         return EXIT_STORE
@@ -339,6 +577,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             provider.shutdown()
         if tmp is not None:
             tmp.cleanup()
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at /dev/null, so the interpreter's final
+    flush of what is still buffered does not fail a second time."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (in-process callers, tests)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (argparse exits 2 on usage errors,
+    0 for --help and --version)."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            # Flush here, not at interpreter exit, so a reader that closed the
+            # pipe is noticed while it can still be handled.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

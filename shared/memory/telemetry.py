@@ -129,21 +129,85 @@ def setup_tracing(
 
 # -- reading the JSONL file --------------------------------------------------------
 
+_TRACE_ID_HEX = frozenset("0123456789abcdef")
 
-def read_spans(path: Path) -> list[dict[str, Any]]:
-    spans = []
+
+def _as_span(obj: Any) -> dict[str, Any] | None:
+    """``obj`` as a span the viewer can show, or None if it is not one. The
+    file is read as untrusted: a span needs string ``name``, ``trace_id`` and
+    ``span_id``; any other field of the wrong type is replaced by its default."""
+    if not isinstance(obj, dict):
+        return None
+    name, trace_id, span_id = obj.get("name"), obj.get("trace_id"), obj.get("span_id")
+    if not (isinstance(name, str) and isinstance(trace_id, str) and trace_id and isinstance(span_id, str)):
+        return None
+    span = dict(obj)
+    span["trace_id"] = trace_id.lower()
+    parent = obj.get("parent_span_id")
+    span["parent_span_id"] = parent if isinstance(parent, str) else None
+    for field in ("start_ns", "end_ns"):
+        value = obj.get(field)
+        span[field] = value if type(value) is int else 0
+    dur = obj.get("duration_us")
+    span["duration_us"] = float(dur) if isinstance(dur, (int, float)) and not isinstance(dur, bool) else 0.0
+    attrs = obj.get("attributes")
+    span["attributes"] = attrs if isinstance(attrs, dict) else {}
+    status = obj.get("status")
+    span["status"] = status if isinstance(status, str) else None
+    return span
+
+
+def parse_span_line(line: bytes) -> dict[str, Any] | None:
+    """One line of the span file as a span, or None (not JSON, not a span)."""
+    try:
+        return _as_span(orjson.loads(line))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def load_spans(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The spans of a JSONL span file, and how many complete lines were not
+    spans (garbage, or another program's output). A last line without its
+    newline is one still being written: skipped, not counted."""
+    spans: list[dict[str, Any]] = []
+    skipped = 0
     with open(path, "rb") as f:
         for line in f:
-            try:
-                spans.append(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                continue  # a line still being written
-    return spans
+            span = parse_span_line(line)
+            if span is not None:
+                spans.append(span)
+            elif line.endswith(b"\n") and line.strip():
+                skipped += 1
+    return spans, skipped
+
+
+def read_spans(path: Path) -> list[dict[str, Any]]:
+    """The spans of a JSONL span file; lines that are not spans are skipped."""
+    return load_spans(path)[0]
+
+
+def trace_ids(spans: Sequence[dict[str, Any]]) -> list[str]:
+    """The distinct trace ids of ``spans``, in order of first appearance."""
+    return list(dict.fromkeys(s["trace_id"] for s in spans))
+
+
+def match_trace_id(spans: Sequence[dict[str, Any]], prefix: str) -> list[str]:
+    """The trace ids of ``spans`` that start with ``prefix`` (case-insensitive);
+    a full id matches itself only. ``trace tail`` prints 8-character prefixes."""
+    prefix = prefix.lower()
+    return [t for t in trace_ids(spans) if t.startswith(prefix)]
+
+
+def is_trace_id_prefix(text: str) -> bool:
+    """True if ``text`` could start a trace id: 1 to 32 hexadecimal digits."""
+    return 0 < len(text) <= 32 and set(text.lower()) <= _TRACE_ID_HEX
 
 
 def format_span(span: dict[str, Any], indent: str = "") -> str:
-    attrs = span.get("attributes") or {}
-    target = attrs.get("db.collection.name") or ""
+    attrs = span.get("attributes")
+    if not isinstance(attrs, dict):
+        attrs = {}
+    target = str(attrs.get("db.collection.name") or "")
     key = attrs.get("hrm.memory.key")
     if key is not None:
         target = f"{target}/{key}"
@@ -159,39 +223,73 @@ def format_span(span: dict[str, Any], indent: str = "") -> str:
     ):
         if name in attrs:
             details.append(f"{label}={attrs[name]}")
-    dur = span.get("duration_us", 0.0)
+    dur = span.get("duration_us")
+    if not isinstance(dur, (int, float)) or isinstance(dur, bool):
+        dur = 0.0
     dur_text = f"{dur / 1000:.2f} ms" if dur >= 1000 else f"{dur:.1f} us"
-    status = "" if span.get("status") in (None, "UNSET", "OK") else f" [{span['status']}]"
-    return f"{indent}{span['name']:<16} {target:<40} {dur_text:>10}  {' '.join(details)}{status}".rstrip()
+    status = span.get("status")
+    status_text = "" if status in (None, "UNSET", "OK") else f" [{status}]"
+    return f"{indent}{str(span.get('name')):<16} {target:<40} {dur_text:>10}  {' '.join(details)}{status_text}".rstrip()
 
 
 def show_trace(spans: list[dict[str, Any]], trace_id: str) -> list[str]:
-    """The spans of one trace as an indented tree, children under parents."""
+    """The spans of one trace as an indented tree, children under parents.
+    Iterative, and every span is shown once: a file with parent cycles or
+    very deep chains (damaged or hand-made) still prints, it does not recurse."""
     mine = [s for s in spans if s.get("trace_id") == trace_id]
-    ids = {s["span_id"] for s in mine}
-    children: dict[str | None, list[dict[str, Any]]] = {}
+    ids = {s.get("span_id") for s in mine}
+    children: dict[Any, list[dict[str, Any]]] = {}
     for s in mine:
         parent = s.get("parent_span_id")
-        children.setdefault(parent if parent in ids else None, []).append(s)
+        is_root = parent not in ids or parent == s.get("span_id")
+        children.setdefault(None if is_root else parent, []).append(s)
+
+    def start(s: dict[str, Any]) -> int:
+        value = s.get("start_ns")
+        return value if type(value) is int else 0
+
     lines: list[str] = []
-
-    def walk(parent: str | None, depth: int) -> None:
-        for s in sorted(children.get(parent, []), key=lambda s: s["start_ns"]):
-            lines.append(format_span(s, "  " * depth))
-            walk(s["span_id"], depth + 1)
-
-    walk(None, 0)
+    shown: set[int] = set()
+    seen_ids: set[Any] = set()
+    roots = sorted(children.get(None, []), key=start)
+    # Spans only reachable through a cycle have no root: show them at the top too.
+    root_ids = {id(s) for s in roots}
+    pending = [s for s in mine if id(s) not in root_ids]
+    stack: list[tuple[dict[str, Any], int]] = [(s, 0) for s in reversed(roots)]
+    while True:
+        while stack:
+            s, depth = stack.pop()
+            if id(s) in shown:
+                continue
+            shown.add(id(s))
+            lines.append(format_span(s, "  " * min(depth, 64)))
+            sid = s.get("span_id")
+            if sid in seen_ids:
+                continue  # a duplicated span id: its children were listed once already
+            seen_ids.add(sid)
+            kids = sorted(children.get(sid, []), key=start)
+            stack.extend((k, depth + 1) for k in reversed(kids))
+        rest = [s for s in pending if id(s) not in shown]
+        if not rest:
+            break
+        stack.append((min(rest, key=start), 0))
     return lines
+
+
+def _tail_line(span: dict[str, Any]) -> str:
+    return f"{span['trace_id'][:8]} {format_span(span)}"
 
 
 def tail(path: Path, n: int, follow: bool, out: TextIO, poll: float = 0.2) -> Iterator[None]:
     """Print the last ``n`` spans, then (``follow``) new ones as they arrive.
-    A generator so the caller decides when to stop (Ctrl-C in the CLI)."""
+    A generator so the caller decides when to stop (Ctrl-C in the CLI).
+    Lines that are not spans are skipped."""
     spans = read_spans(path) if path.exists() else []
-    for s in spans[-n:] if n else []:
-        print(f"{s['trace_id'][:8]} {format_span(s)}", file=out)
+    for s in spans[-n:] if n > 0 else []:
+        print(_tail_line(s), file=out)
     if not follow:
         return
+    out.flush()
     pos = path.stat().st_size if path.exists() else 0
     buf = b""
     while True:
@@ -209,9 +307,7 @@ def tail(path: Path, n: int, follow: bool, out: TextIO, poll: float = 0.2) -> It
             pos = size
             *lines, buf = buf.split(b"\n")
             for line in lines:
-                try:
-                    s = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                print(f"{s['trace_id'][:8]} {format_span(s)}", file=out, flush=True)
+                span = parse_span_line(line)
+                if span is not None:
+                    print(_tail_line(span), file=out, flush=True)
         time.sleep(poll)
