@@ -95,6 +95,85 @@ class FileLock:
             self._fd = None
 
 
+class WriterGate:
+    """Appends against rewrites, across processes, whatever ``locking=`` says.
+
+    Every append to a namespace's warm logs holds ``flock(LOCK_SH)`` on
+    ``locks/<namespace>.writers`` for the length of its ``write``; compaction,
+    torn-tail repair and open-time recovery hold ``LOCK_EX``. So a rewrite
+    never runs while any process is part-way through an append: an incomplete
+    last line seen under the exclusive lock is a dead writer's, and no line
+    lands in a file between a compaction's scan and its rename (issue 14,
+    items 1 and 2: both cut or reordered live writers' acknowledged records
+    when ``locking=False``). ``locking=`` decides only whether ``update()``
+    serialises across processes. Cost: two ``flock`` calls per append.
+
+    Within a process the namespace's thread lock already keeps appends and
+    rewrites apart (they share this descriptor, and a flock belongs to it)."""
+
+    def __init__(self, lock_dir: Path) -> None:
+        self.lock_dir = lock_dir
+        self._fds: dict[str, int] = {}
+        self._guard = threading.Lock()
+        self._pid = os.getpid()
+
+    def _fd(self, namespace: str) -> int:
+        if self._pid != os.getpid():
+            # After fork: the inherited descriptions are the parent's locks.
+            self._fds = {}
+            self._pid = os.getpid()
+        fd = self._fds.get(namespace)
+        if fd is None:
+            with self._guard:
+                fd = self._fds.get(namespace)
+                if fd is None:
+                    ensure_real_dirs(self.lock_dir.parent, self.lock_dir.name)
+                    path = self.lock_dir / f"{namespace}.writers"
+                    try:
+                        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+                    except OSError as exc:
+                        raise storage_error(exc, "open lock file", path) from None
+                    self._fds[namespace] = fd
+        return fd
+
+    def shared(self, namespace: str) -> _Gate:
+        return _Gate(self._fd(namespace), fcntl.LOCK_SH)
+
+    def exclusive(self, namespace: str, *, wait: bool = True) -> _Gate:
+        """Raises :class:`LockTimeout` at once when ``wait`` is False and an
+        append of another process is under way."""
+        return _Gate(self._fd(namespace), fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB, namespace)
+
+    def close(self) -> None:
+        with self._guard:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds = {}
+
+
+class _Gate:
+    __slots__ = ("fd", "mode", "namespace")
+
+    def __init__(self, fd: int, mode: int, namespace: str = "") -> None:
+        self.fd = fd
+        self.mode = mode
+        self.namespace = namespace
+
+    def __enter__(self) -> None:
+        try:
+            fcntl.flock(self.fd, self.mode)
+        except BlockingIOError:
+            raise LockTimeout(
+                f"namespace {self.namespace!r}: another process is appending; rewrite postponed",
+                namespace=self.namespace,
+                timeout=0.0,
+            ) from None
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
 class NamespaceLocks:
     def __init__(self, lock_dir: Path, *, cross_process: bool, timeout: float) -> None:
         self.lock_dir = lock_dir
@@ -104,6 +183,8 @@ class NamespaceLocks:
         self._threads: dict[str, threading.RLock] = {}
         self._files: dict[str, FileLock] = {}
         self._pid = os.getpid()
+        #: Appends (shared) against rewrites (exclusive), always across processes.
+        self.writers = WriterGate(lock_dir)
 
     def thread_lock(self, namespace: str) -> threading.RLock:
         lock = self._threads.get(namespace)
@@ -147,6 +228,7 @@ class NamespaceLocks:
         for lock in self._files.values():
             lock.close()
         self._files.clear()
+        self.writers.close()
 
 
 class _Held:

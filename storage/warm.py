@@ -318,25 +318,30 @@ class WarmTier(WarmUpkeep):
         """Append one or more framed record lines in one write (and one sync);
         return the offset where they start."""
         self._register_touch(b)
-        if b.tail and (self.locks.cross_process or not self._other_writers(b)):
-            # Under the file lock no other writer is mid-write; without it,
-            # only a process that registered this bucket in run/ (every
-            # writer does, before its first append) can be. Either way an
-            # incomplete last line is then a dead writer's: move it aside.
-            # Otherwise it may be a write still being copied in: leave it,
-            # the leading newline of our record keeps both intact.
-            self._repair_tail(b)
+        gate = self.locks.writers
+        if b.tail:
+            # An incomplete last line: under the exclusive gate no process is
+            # part-way through an append, so if it is still there it is a
+            # dead writer's, and it is moved aside. (Without the gate it
+            # could be a live writer's line still being copied in.)
+            with gate.exclusive(namespace):
+                self._repair_tail(b)
         fd = self._open_fd(b)
-        try:
-            n = os.write(fd, line)
-        except OSError as exc:
-            raise storage_error(exc, "write", b.path) from None
-        end = os.lseek(fd, 0, os.SEEK_CUR)
+        with gate.shared(namespace):  # no rewrite of the bucket while we append
+            try:
+                n = os.write(fd, line)
+            except OSError as exc:
+                raise storage_error(exc, "write", b.path) from None
+            end = os.lseek(fd, 0, os.SEEK_CUR)
         if n != len(line):
             # A short write (disk full) leaves a torn line: cut it off again so
-            # that the next record starts clean, then report the failure.
+            # that the next record starts clean, then report the failure. Only
+            # if it is still the last thing in the file: another process's
+            # append after it must not be cut with it.
             try:
-                os.ftruncate(fd, end - n)
+                with gate.exclusive(namespace):
+                    if os.fstat(fd).st_size == end:
+                        os.ftruncate(fd, end - n)
             finally:
                 raise storage_error(OSError(28, "short write"), "write", b.path)
         if self.fsync:

@@ -112,6 +112,8 @@ class WarmUpkeep:
 
         def _refresh(self, b: _Bucket) -> bool: ...
 
+        def _refresh_by_stat(self, b: _Bucket) -> bool: ...
+
         def _bump(self, b: _Bucket) -> None: ...
 
         def namespaces(self) -> list[str]: ...
@@ -209,8 +211,12 @@ class WarmUpkeep:
     def _repair_tail(self, b: _Bucket) -> None:
         """Move an incomplete last line (a crashed writer's) aside and cut it off.
 
-        Called with the namespace lock held by the only writer, so the tail
-        cannot be a write still in flight."""
+        Called under the writer gate's exclusive lock, so no append is in
+        flight; the file is looked at again first (not the shared counters: an
+        appender bumps them only after its write, so they may lag), and a line
+        that has completed since is left alone."""
+        if not self._refresh_by_stat(b) or not b.tail:
+            return
         fd = self._open_fd(b)
         try:
             data = os.pread(fd, b.tail, b.size)
@@ -256,8 +262,15 @@ class WarmUpkeep:
         compactions never race; a plain writer of another process (locking
         off) that appends meanwhile is not lost: its line lands after the
         rename's cut-off and is copied over below."""
-        with self.locks.hold(namespace, cross_process=True, wait=wait), b.lock:
-            if not self._refresh(b):
+        with (
+            self.locks.hold(namespace, cross_process=True, wait=wait),
+            b.lock,
+            self.locks.writers.exclusive(namespace, wait=wait),  # no append is part-way through
+        ):
+            # A stat, not the shared counters: an appender bumps them only
+            # after its write, so they may not show a line already there,
+            # which this rewrite would then drop.
+            if not self._refresh_by_stat(b):
                 return 0
             if b.tail:
                 self._repair_tail(b)
@@ -342,7 +355,7 @@ class WarmUpkeep:
                     continue
                 b = self._bucket(namespace, idx)
                 try:
-                    with self.locks.hold(namespace, cross_process=True), b.lock:
+                    with self.locks.hold(namespace, cross_process=True), b.lock, self.locks.writers.exclusive(namespace):
                         # A compaction cut short leaves its temp file; the
                         # bucket itself is intact (the rename never happened).
                         b.path.with_name(f".{b.path.name}.{pid_text}.compact").unlink(missing_ok=True)

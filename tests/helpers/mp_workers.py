@@ -34,6 +34,12 @@ Run as ``python -m tests.helpers.mp_workers COMMAND ...`` with cwd = the repo:
     off. Prints the number of acknowledged writes and of reads that raised
     CorruptRecord.
 
+``ownwriter ROOT SECONDS WID``
+    ``locking=False``; print ``READY``, wait for the barrier, then for SECONDS
+    rewrite this worker's own keys (and add new ones) in one bucket of
+    ``t.fault`` with 20-60 KB values, automatic compaction on and frequent.
+    Prints one JSON object: key -> the last acknowledged sequence number.
+
 ``crashmix ROOT SEED WID NOPS``
     Like ``mixed`` with ``durability="fsync"``, NOPS operations, and the
     crash-test protocol on stdout: ``B <op JSON>`` before an operation and
@@ -538,9 +544,28 @@ def read_log(path: str) -> list[Op]:
         return [Op(*json.loads(line)) for line in f if line.strip()]
 
 
+def ownwriter(argv: list[str]) -> int:
+    root, seconds, wid = argv[0], float(argv[1]), int(argv[2])
+    storage.warm.COMPACT_MIN_GARBAGE = 64 * 1024  # compact often, under the other writer's feet
+    mine = [k for k in (f"w{wid}-{i}" for i in range(20000)) if storage.warm.bucket_of(k) == 5]
+    acked: dict[str, int] = {}
+    with MemoryManager(root, durability="flush", namespaces=SPECS) as mm:
+        print("READY", flush=True)
+        sys.stdin.readline()
+        deadline = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            key = mine[n % 6] if n % 25 else mine[6 + (n // 25) % (len(mine) - 6)]  # 6 rewritten keys, a new one now and then
+            mm.write("t.fault", key, {"w": wid, "n": n, "pad": "x" * (20000 + (n * 7919) % 40000)})
+            acked[key] = n
+    print(json.dumps(acked), flush=True)
+    return 0
+
+
 def main() -> int:
     cmd, argv = sys.argv[1], sys.argv[2:]
-    return {"counter": counter, "serve": serve, "mixed": mixed, "churn": churn, "bigwriter": bigwriter, "crashmix": crashmix}[cmd](argv)
+    return {"counter": counter, "serve": serve, "mixed": mixed, "churn": churn, "bigwriter": bigwriter, "ownwriter": ownwriter, "crashmix": crashmix}[cmd](argv)
 
 
 if __name__ == "__main__":
