@@ -23,9 +23,21 @@ def seed() -> list[NamespaceSpec]:
     return sorted(specs, key=lambda s: s.name)
 
 
+def table() -> str:
+    """The seed namespaces as the Markdown table the README shows (a test
+    keeps the two equal)."""
+    rows = ["| namespace | tier | TTL | consent | codec | max keys |", "|---|---|---|---|---|---|"]
+    for s in seed():
+        ttl = "-" if s.ttl is None else f"{s.ttl / DAY:g} d"
+        rows.append(
+            f"| `{s.name}` | {s.tier} | {ttl} | {s.consent or '-'} | {s.codec or '-'} | {s.max_keys or '-'} |"
+        )
+    return "\n".join(rows)
+
+
 def seed_codecs() -> list[Codec]:
     """The codecs the seed namespaces name."""
     return list(codecs.CODECS.values())
 
 
-__all__ = ["DAY", "seed", "seed_codecs"]
+__all__ = ["DAY", "seed", "seed_codecs", "table"]

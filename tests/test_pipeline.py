@@ -227,3 +227,9 @@ def test_async_update_refuses_a_coroutine(root: Path) -> None:
                 await amm.update("focus.slow", "n", fn)
 
     asyncio.run(main())
+
+
+def test_readme_namespace_table_is_the_seed() -> None:
+    from hrm_memory.namespaces import table
+
+    assert table() in (REPO / "README.md").read_text(), "README's namespace table: paste hrm_memory.namespaces.table()"
