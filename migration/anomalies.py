@@ -382,6 +382,23 @@ WRONG_YEAR_DAYS = 180
 SESSION_KINDS = {"retrospective": "session_id", "reflection": "session_id", "checkpoint": "session"}
 
 
+def tree_value(kind: str | None, value: Any) -> Any:
+    """The part of a parsed file the cross-file checks read (a TreeItem's
+    ``value``), so a scan need not keep every file's whole value."""
+    if not isinstance(value, dict):
+        return None
+    if kind == "consent":
+        return {"first_consent_at": value.get("first_consent_at")}
+    if kind in SESSION_KINDS:
+        return {SESSION_KINDS[kind]: value.get(SESSION_KINDS[kind])}
+    for counter_kind, counter, _ in _COUNTERS:
+        if kind == counter_kind:
+            return {counter: value.get(counter)}
+    if kind == "integrity" and isinstance(value.get("version_log"), list):
+        return {"version_log": [{"checkpoint_file": e.get("checkpoint_file")} for e in value["version_log"] if isinstance(e, dict)]}
+    return None
+
+
 def scan_tree(items: list[TreeItem]) -> None:
     """Cross-file checks; each adds to the flags of the files concerned."""
     _wrong_years(items)
@@ -465,4 +482,4 @@ def _orphan_checkpoints(items: list[TreeItem]) -> None:
             it.flags.add("orphan-checkpoint", "checkpoint no version_log entry names (session counter rolled back)", it.rel.rsplit("/", 1)[-1])
 
 
-__all__ = ["Anomaly", "Facts", "Flags", "KIND_RULES", "TreeItem", "scan_bytes", "scan_tree", "scan_value"]
+__all__ = ["Anomaly", "Facts", "Flags", "KIND_RULES", "TreeItem", "scan_bytes", "scan_tree", "scan_value", "tree_value"]

@@ -14,6 +14,16 @@ run with nothing to do writes nothing at all.
 Records are compared in their readable form: a namespace with a codec stores
 a compact form (``get_record(...).value``), and ``mm.expand`` gives back the
 legacy value, which is what is digested, compared and exported.
+
+The raw copy and anomaly details of a file whose record is consent-gated go
+to a namespace gated by the same category (:mod:`~migration.manifest`), so a
+purge removes them. After the files, apply carries the legacy consent.json
+over to ``mm.consent`` (:func:`_consent_changes`).
+
+Memory: the tree is scanned one file at a time and only facts are kept;
+apply reads a file again to write it, verify compares sha256 digests, and
+report rows keep token counts rather than bytes. ``progress(phase, done,
+total)`` (every command) follows the files.
 """
 
 from __future__ import annotations
@@ -35,14 +45,25 @@ from hrm_memory.spec import NamespaceSpec
 
 from . import manifest
 from .anomalies import Anomaly
-from .formats import TEXT_KINDS, render
-from .inventory import Inventory, LegacyFile, hash_tree, scan, value_digest
+from .formats import TEXT_KINDS, Decoded, render
+from .inventory import Inventory, LegacyChanged, LegacyFile, NoLegacyFiles, OnFile, Progress, hash_tree, scan, sha256, value_digest
 from .layout import RULES, path_of, place_of
 from .manifest import Entry
 from .report import Report, Row
 
 #: Errors that fail one file (bad key, value or namespace) rather than the run.
 FILE_ERRORS = (InvalidKey, InvalidNamespace, InvalidValue)
+
+#: The legacy consent.json flags and the ``mm.consent`` category each one
+#: decides (the same mapping as locked_system.memory.consent.CATEGORIES).
+CONSENT_FLAGS: dict[str, str] = {
+    "conversation_history": "conversation",
+    "interaction_signals": "signals",
+    "learned_preferences": "preferences",
+}
+#: What the legacy ConsentPreferences assumes for a flag missing from the file.
+CONSENT_DEFAULTS: dict[str, bool] = {"conversation_history": True, "interaction_signals": True, "learned_preferences": False}
+CONSENT_NAMESPACE = "focus.consent"
 
 
 
@@ -55,15 +76,27 @@ def _timed(report: Report, name: str) -> Iterator[None]:
         report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - start
 
 
-def _scan(report: Report, legacy_dir: str | os.PathLike[str]) -> Inventory:
+def _scan(report: Report, legacy_dir: str | os.PathLike[str], progress: Progress | None, on_file: OnFile | None = None) -> Inventory:
     try:
         with _timed(report, "scan"):
-            inv = scan(legacy_dir)
-    except (FileNotFoundError, NotADirectoryError) as exc:
+            inv = scan(legacy_dir, counter=report.counter, on_file=on_file, progress=progress)
+    except (FileNotFoundError, NotADirectoryError, NoLegacyFiles) as exc:
         raise BadInput(str(exc)) from None
     for problem in inv.problems:
         report.fail(f"{problem}: not migrated")
     return inv
+
+
+def _new_report(command: str, tokens: bool, source: str | None = None, target: str | None = None) -> Report:
+    report = Report(command, source=source, target=target)
+    if tokens:
+        report.use_tokens()
+    return report
+
+
+def _step(progress: Progress | None, phase: str, done: int, total: int) -> None:
+    if progress is not None:
+        progress(phase, done, total)
 
 
 @dataclass(frozen=True)
@@ -91,7 +124,7 @@ def current(mm: MemoryManager, namespace: str, key: str) -> Current | None:
 def _row(f: LegacyFile, action: str, note: str = "", stored: bytes | None = None) -> Row:
     return Row(
         f.rel, f.kind, f.place.namespace if f.place else None, f.place.key if f.place else None,
-        f.size, f.sha256, action, f.anomalies, note, f.data, stored,
+        f.size, f.sha256, action, f.anomalies, note, None, stored, tokens_before=f.tokens_before,
     )
 
 
@@ -100,10 +133,10 @@ def _entry_row(e: Entry, action: str, note: str = "", legacy: bytes | None = Non
     return Row(e.path, e.kind, e.namespace, e.key, e.size, e.sha256, action, anomalies, note, legacy, stored)
 
 
-def _check_legacy_unchanged(report: Report, inv: Inventory) -> None:
+def _check_legacy_unchanged(report: Report, inv: Inventory, progress: Progress | None) -> None:
     """The legacy files still hash as they did when read."""
     with _timed(report, "rehash"):
-        now = hash_tree(inv.root, [f.rel for f in inv.files])
+        now = hash_tree(inv.root, [f.rel for f in inv.files], progress)
     for f in inv.files:
         if now[f.rel] != f.sha256:
             report.fail(f"{f.rel}: the legacy file changed while the command ran")
@@ -112,24 +145,62 @@ def _check_legacy_unchanged(report: Report, inv: Inventory) -> None:
 # -- plan --------------------------------------------------------------------------
 
 
-def plan(legacy_dir: str | os.PathLike[str], specs: dict[str, NamespaceSpec] | None = None) -> Report:
-    """Inventory of the legacy tree and what apply would do; touches no store."""
+def plan(
+    legacy_dir: str | os.PathLike[str],
+    specs: dict[str, NamespaceSpec] | None = None,
+    *,
+    tokens: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Inventory of the legacy tree and what apply would do; touches no store.
+    ``tokens`` fills the token columns; ``progress(phase, done, total)``
+    follows the files."""
     if specs is None:
         from hrm_memory.namespaces import seed
 
         specs = {s.name: s for s in seed()}
-    report = Report("plan", source=str(Path(legacy_dir)))
-    inv = _scan(report, legacy_dir)
+    known = specs
+    report = _new_report("plan", tokens, source=str(Path(legacy_dir)))
+
+    def look(f: LegacyFile, data: bytes, decoded: Decoded) -> None:
+        """What plan reports of the value, found while it is in memory."""
+        problem = _target_problem(f, decoded.value, known)
+        f.extra["problem"] = problem
+        if f.place and not problem:
+            stored = _compact_bytes(known.get(f.place.namespace), decoded.value)
+            f.extra["stored_size"] = len(stored)
+            if report.counter is not None:
+                f.extra["tokens_after"] = report.counter.count(stored.decode("utf-8"))
+        if f.kind == "consent":
+            f.extra["consent"] = decoded.value
+
+    inv = _scan(report, legacy_dir, progress, look)
     for f in inv.files:
-        problem = _target_problem(f, specs)
+        problem = f.extra.get("problem")
         if problem:
             report.fail(f"{f.rel}: {problem}")
         action = "fail" if problem else ("import" if f.place else "keep raw in manifest")
-        stored = _compact_bytes(specs.get(f.place.namespace), f.decoded.value) if f.place and not problem else None
-        report.rows.append(_row(f, action, "raw bytes kept" if f.place and f.raw_needed else "", stored))
+        note = ""
+        if f.place and f.raw_needed:
+            category = _consent_of(specs, f.place.namespace)
+            note = f"raw bytes kept (in {manifest.private_namespace(category)})" if category else "raw bytes kept"
+        row = _row(f, action, note)
+        row.stored_size, row.tokens_after = f.extra.get("stored_size"), f.extra.get("tokens_after")
+        report.add(row)
     _check_caps(report, inv, specs)
     report.warnings += [f"{f.rel}: no layout rule; its bytes go to the manifest only" for f in inv.files if not f.place]
+    legacy = _legacy_consent(report, inv)
+    if legacy is not None:
+        for flag, category, wanted in legacy:
+            report.consent.append({"category": category, "flag": flag, "legacy": wanted, "before": None, "after": wanted,
+                                   "action": "would grant" if wanted else "would deny"})
     return report
+
+
+def _consent_of(specs: dict[str, NamespaceSpec], namespace: str | None) -> str | None:
+    """The consent category gating ``namespace`` (None: not gated)."""
+    spec = specs.get(namespace) if namespace else None
+    return spec.consent if spec is not None else None
 
 
 def _compact_bytes(spec: NamespaceSpec | None, value: Any) -> bytes:
@@ -142,14 +213,14 @@ def _compact_bytes(spec: NamespaceSpec | None, value: Any) -> bytes:
     return orjson.dumps(codec.compact(value) if codec is not None else value)
 
 
-def _target_problem(f: LegacyFile, specs: dict[str, NamespaceSpec]) -> str | None:
+def _target_problem(f: LegacyFile, value: Any, specs: dict[str, NamespaceSpec]) -> str | None:
     if f.place is None:
         return None
     spec = specs.get(f.place.namespace)
     if spec is None:
         return f"namespace {f.place.namespace} is not declared"
     try:
-        values.encode(f.decoded.value, limit=spec.max_value_bytes, namespace=spec.name, key=f.place.key)
+        values.encode(value, limit=spec.max_value_bytes, namespace=spec.name, key=f.place.key)
     except InvalidValue as exc:
         return str(exc)
     return None
@@ -176,13 +247,21 @@ class Step:
     write_record: bool = False
     write_entry: bool = False
     note: str = ""
+    category: str | None = None  # the consent category gating the record, if any
+    moved: bool = False  # the entry held gated bytes or details inline (written before they had their own namespace)
 
     @property
     def writes(self) -> bool:
         return self.write_record or self.write_entry
 
 
-def _decide(mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool) -> Step:
+def _placed(entry: Entry, category: str | None) -> bool:
+    """The entry keeps what it should where it should: for a gated record,
+    its raw copy and anomaly details in the gated namespace."""
+    return category is None or (entry.private == manifest.private_namespace(category) and entry.private_found)
+
+
+def _decide(mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool, category: str | None = None) -> Step:
     """What apply must do for one file, given the store and the manifest."""
     same_file = entry is not None and entry.sha256 == f.sha256
     if f.place is None:
@@ -192,74 +271,193 @@ def _decide(mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bo
         return Step(f, "import", True, True)
     if cur.digest == f.value_sha256:
         if same_file and entry is not None and entry.value_sha256 == cur.digest and entry.version == cur.record.version:
-            return Step(f, "unchanged")
-        return Step(f, "adopt", write_entry=True, note="record already holds this file; manifest entry written")
+            if _placed(entry, category):
+                return Step(f, "unchanged")
+            note = f"raw copy and anomaly details moved to {manifest.private_namespace(category or '')} (purged with consent {category!r})"
+            return Step(f, "adopt", write_entry=True, note=note, moved=entry.private is None)
+        return Step(f, "adopt", write_entry=True, note="record already holds this file; manifest entry written",
+                    moved=entry is not None and category is not None and entry.private is None)
     if entry is not None and cur.digest == entry.value_sha256:
-        return Step(f, "update", True, True, "the legacy file changed since the last apply")
+        return Step(f, "update", True, True, "the legacy file changed since the last apply",
+                    moved=category is not None and entry.private is None)
     if overwrite:
-        return Step(f, "overwrite", True, True, "the record differed from the legacy file; overwritten (--overwrite)")
+        return Step(f, "overwrite", True, True, "the record differed from the legacy file; overwritten (--overwrite)",
+                    moved=entry is not None and category is not None and entry.private is None)
     if same_file:
         return Step(f, "kept", note="record changed in the store since import; kept (legacy file unchanged)")
     return Step(f, "conflict", note="a different record is already stored; not overwritten (use --overwrite)")
 
 
-def apply(mm: MemoryManager, legacy_dir: str | os.PathLike[str], *, overwrite: bool = False) -> Report:
-    """Import every legacy file (see the module docstring for the guarantees)."""
-    report = Report("apply", source=str(Path(legacy_dir)), target=str(mm.root))
-    inv = _scan(report, legacy_dir)
+def apply(
+    mm: MemoryManager,
+    legacy_dir: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    tokens: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Import every legacy file (see the module docstring for the guarantees),
+    then carry the legacy consent.json over to ``mm.consent`` (see
+    :func:`_consent_changes`)."""
+    report = _new_report("apply", tokens, source=str(Path(legacy_dir)), target=str(mm.root))
+
+    def look(f: LegacyFile, data: bytes, decoded: Decoded) -> None:
+        if f.kind == "consent":
+            f.extra["consent"] = decoded.value
+
+    inv = _scan(report, legacy_dir, progress, look)
+    specs = {s.name: s for s in mm.namespaces()}
     capped = len(report.failures)
-    _check_caps(report, inv, {s.name: s for s in mm.namespaces()})
+    _check_caps(report, inv, specs)
     if len(report.failures) > capped:
         return report  # writing would push imported records out of view: nothing written
     with _timed(report, "plan"):
         manifest.declare(mm)
         old = manifest.entries(mm)
         run = manifest.marker(mm)
-        decided = [_decide_safely(report, mm, f, old.get(f.rel), overwrite) for f in inv.files]
+        decided = [_decide_safely(report, mm, f, old.get(f.rel), overwrite, _consent_of(specs, f.place.namespace if f.place else None))
+                   for f in inv.files]
+        legacy_consent = _legacy_consent(report, inv)
+        changes = _consent_changes(mm, legacy_consent, run) if legacy_consent is not None else []
     steps = [s for s in decided if s is not None]
-    settled = manifest.is_current(run, inv) and not any(s.writes for s in steps) and not report.failures
+    consent_writes = any(c["action"] in ("granted", "revoked") for c in changes)
+    settled = manifest.is_current(run, inv) and not any(s.writes for s in steps) and not report.failures and not consent_writes
     with _timed(report, "write"):
         if not settled:
             manifest.write_marker(mm, "applying", inv)
-        for step in steps:
-            _execute(report, mm, step)
+        _step(progress, "import", 0, len(steps))
+        for i, step in enumerate(steps, 1):
+            _execute(report, mm, step, inv.root)
+            _step(progress, "import", i, len(steps))
+        if any(s.moved for s in steps):
+            mm.compact(manifest.NAMESPACE)  # the superseded entries still held the gated bytes
+        made = _carry_consent(report, mm, changes, run)
     for rel in sorted(set(old) - {f.rel for f in inv.files}):
         report.warnings.append(f"{rel}: in the manifest but no longer in the legacy folder (record kept)")
-    _check_legacy_unchanged(report, inv)
+    _check_legacy_unchanged(report, inv, progress)
     if not settled:
         with _timed(report, "write"):
-            manifest.write_marker(mm, "complete" if report.ok else "incomplete", inv, failures=report.failures[:50])
+            manifest.write_marker(mm, "complete" if report.ok else "incomplete", inv, failures=report.failures[:50], consent=made)
     return report
 
 
-def _decide_safely(report: Report, mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool) -> Step | None:
+def _decide_safely(report: Report, mm: MemoryManager, f: LegacyFile, entry: Entry | None, overwrite: bool, category: str | None) -> Step | None:
     try:
-        return _decide(mm, f, entry, overwrite)
+        step = _decide(mm, f, entry, overwrite, category)
     except FILE_ERRORS as exc:
         report.fail(f"{f.rel}: {type(exc).__name__}: {exc}")
-        report.rows.append(_row(f, "failed", str(exc)))
+        report.add(_row(f, "failed", str(exc)))
         return None
+    step.category = category
+    return step
 
 
-def _execute(report: Report, mm: MemoryManager, step: Step) -> None:
+def _execute(report: Report, mm: MemoryManager, step: Step, root: Path) -> None:
     f = step.file
     try:
+        data: bytes | None = None
+        value: Any = None
+        if step.write_record or (step.write_entry and f.raw_needed):
+            data, value = f.load(root, value=step.write_record)  # one file's bytes at a time
         rec = None
         if f.place is not None:
             if step.write_record:
-                mm.write(f.place.namespace, f.place.key, f.decoded.value, imported=True)
+                mm.write(f.place.namespace, f.place.key, value, imported=True)
             rec = mm.get_record(f.place.namespace, f.place.key)
         if step.write_entry:
-            manifest.write_entry(mm, Entry.of(f, rec.version if rec is not None else None))
+            manifest.write_entry(mm, Entry.of(f, rec.version if rec is not None else None, data), step.category)
+    except LegacyChanged as exc:
+        report.fail(f"{f.rel}: {exc}")
+        report.add(_row(f, "failed", str(exc)))
+        return
     except FILE_ERRORS as exc:
         report.fail(f"{f.rel}: {type(exc).__name__}: {exc}")
-        report.rows.append(_row(f, "failed", str(exc)))
+        report.add(_row(f, "failed", str(exc)))
         return
     if step.action == "conflict":
         report.fail(f"{f.rel}: {step.note}")
     elif step.action == "kept":
         report.warnings.append(f"{f.rel}: {step.note}")
-    report.rows.append(_row(f, step.action, step.note, _stored(rec)))
+    report.add(_row(f, step.action, step.note, _stored(rec)))
+
+
+# -- consent carried over ------------------------------------------------------------
+
+
+def _legacy_consent(report: Report, inv: Inventory) -> list[tuple[str, str, bool]] | None:
+    """(flag, category, granted) per flag of the legacy consent.json; None
+    when the tree has none (or it is not an object). A flag missing from the
+    file counts as the legacy default; one that is not true/false is left out."""
+    f = next((f for f in inv.files if f.kind == "consent"), None)
+    if f is None:
+        return None
+    value = f.extra.get("consent")
+    if not isinstance(value, dict) or "error" in value and "raw" in value:
+        report.warnings.append(f"{f.rel}: not a consent object; no consent decision carried over")
+        return None
+    out = []
+    for flag, category in CONSENT_FLAGS.items():
+        wanted = value.get(flag, CONSENT_DEFAULTS[flag])
+        if type(wanted) is not bool:
+            report.warnings.append(f"{f.rel}: {flag} is {wanted!r}, not true or false; consent {category!r} left as it is")
+            continue
+        out.append((flag, category, wanted))
+    return out
+
+
+def _consent_changes(mm: MemoryManager, legacy: list[tuple[str, str, bool]], run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """What apply does with each legacy flag.
+
+    - The store has no decision for the category: the legacy one is taken
+      (``granted`` / ``revoked``).
+    - The store agrees: ``unchanged``.
+    - The store disagrees and its decision is the one an earlier apply
+      carried over (same record version): the legacy file changed since, and
+      its decision is taken.
+    - The store disagrees and its decision was taken in the store (by the
+      user, an adapter, ...): ``kept``; a migration never overrides it.
+    A revoke here never purges: imported data stays imported."""
+    made = (run or {}).get("consent") or {}
+    out = []
+    for flag, category, wanted in legacy:
+        rec = mm.get_record(CONSENT_NAMESPACE, category)
+        granted = rec.value.get("granted") if rec is not None and isinstance(rec.value, dict) else None
+        before = granted if type(granted) is bool else None
+        ours = made.get(category)
+        by_apply = rec is not None and isinstance(ours, dict) and ours.get("version") == rec.version
+        if before is wanted:
+            action = "unchanged"
+        elif before is None or by_apply:
+            action = "granted" if wanted else "revoked"
+        else:
+            action = "kept"
+        out.append({"category": category, "flag": flag, "legacy": wanted, "before": before,
+                    "after": before if action == "kept" else wanted, "action": action, "by_apply": by_apply})
+    return out
+
+
+def _carry_consent(report: Report, mm: MemoryManager, changes: list[dict[str, Any]], run: dict[str, Any] | None) -> dict[str, Any]:
+    """Apply ``changes``; record them in the report. Returns the decisions
+    this migration is answerable for (kept in the run marker)."""
+    made: dict[str, Any] = {}
+    for c in changes:
+        category, action = c.pop("category"), c["action"]
+        by_apply = c.pop("by_apply")
+        if action == "granted":
+            mm.consent.grant(category)
+        elif action == "revoked":
+            mm.consent.revoke(category)  # no purge: what was imported stays
+        elif action == "kept":
+            state = {True: "granted", False: "denied"}
+            report.warnings.append(
+                f"consent {category!r}: the legacy consent.json says {c['flag']}={str(c['legacy']).lower()} but the store's own "
+                f"decision is {state[bool(c['before'])]}; kept (mm.consent.grant/revoke changes it)"
+            )
+        rec = mm.get_record(CONSENT_NAMESPACE, category)
+        if rec is not None and (action in ("granted", "revoked") or (action == "unchanged" and by_apply)):
+            made[category] = {"granted": c["legacy"], "flag": c["flag"], "version": rec.version}
+        report.consent.append({"category": category, **c})
+    return made
 
 
 # -- export (and the bytes verify compares) -------------------------------------------
@@ -272,12 +470,15 @@ def file_bytes(mm: MemoryManager, entry: Entry) -> tuple[bytes | None, str, Curr
     value is written in the file's format."""
     if entry.namespace is None or entry.key is None:
         return entry.raw, "", None
+    purged = f" (purged: consent {_category_of_private(entry.private)!r} was revoked with purge)" if entry.purged else ""
     cur = current(mm, entry.namespace, entry.key)
     if cur is None:
-        return None, "the record is missing from the store", None
+        return None, "the record is missing from the store" + purged, None
     changed = cur.digest != entry.value_sha256
     if entry.raw_base64 is not None and not changed:
         return entry.raw, "", cur
+    if not entry.exact and not changed:
+        return None, "the raw copy of the file is missing" + purged, cur
     try:
         data = render(cur.value, entry.fmt)
     except (ValueError, TypeError, KeyError) as exc:
@@ -309,13 +510,27 @@ def _stored(rec: Record | Current | None) -> bytes | None:
     return orjson.dumps(rec.value) if rec is not None else None
 
 
-def export(mm: MemoryManager, out_dir: str | os.PathLike[str], *, flat: bool = False) -> Report:
+def _category_of_private(namespace: str | None) -> str | None:
+    for category, spec in manifest.PRIVATE_SPECS.items():
+        if spec.name == namespace:
+            return category
+    return None
+
+
+def export(
+    mm: MemoryManager,
+    out_dir: str | os.PathLike[str],
+    *,
+    flat: bool = False,
+    tokens: bool = False,
+    progress: Progress | None = None,
+) -> Report:
     """Write the legacy tree back from the store under ``OUT_DIR/<name of
     the imported folder>/`` (``OUT_DIR`` itself with ``flat``), so the
     legacy ``SHA256SUMS`` checks from ``OUT_DIR``."""
     run = manifest.marker(mm) or {}
     base = Path(out_dir) if flat else Path(out_dir) / (run.get("source_name") or "data")
-    report = Report("export", source=str(mm.root), target=str(base))
+    report = _new_report("export", tokens, source=str(mm.root), target=str(base))
     source = run.get("source")
     if source and _inside(base, Path(source)):
         raise BadInput(f"{base} is the legacy folder itself (or inside it); export elsewhere")
@@ -323,16 +538,18 @@ def export(mm: MemoryManager, out_dir: str | os.PathLike[str], *, flat: bool = F
     if not entries:
         report.fail("nothing to export: the store holds no migration manifest (run apply first)")
     with _timed(report, "export"):
-        for e in sorted(entries.values(), key=lambda e: e.path):
+        _step(progress, "export", 0, len(entries))
+        for i, e in enumerate(sorted(entries.values(), key=lambda e: e.path), 1):
             data, note, rec = file_bytes(mm, e)
+            _step(progress, "export", i, len(entries))
             if data is None:
                 report.fail(f"{e.path}: {note}")
-                report.rows.append(_entry_row(e, "failed", note))
+                report.add(_entry_row(e, "failed", note))
                 continue
             _write_file(base / _safe_rel(e.path), data)
             if note:
                 report.warnings.append(f"{e.path}: {note}")
-            report.rows.append(_entry_row(e, "written", note, data, _stored(rec)))
+            report.add(_entry_row(e, "written", note, data, _stored(rec)))
         _export_new_records(report, mm, base, set(entries))
     return report
 
@@ -360,7 +577,7 @@ def _export_new_records(report: Report, mm: MemoryManager, base: Path, known: se
             _write_file(base / _safe_rel(rel), data)
             note = "created after import; written in the default legacy format"
             report.warnings.append(f"{rel}: {note}")
-            report.rows.append(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, _stored(rec)))
+            report.add(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, _stored(rec)))
 
 
 def default_format(kind: str) -> dict[str, Any]:
@@ -373,12 +590,19 @@ def default_format(kind: str) -> dict[str, Any]:
 # -- verify ----------------------------------------------------------------------------
 
 
-def verify(mm: MemoryManager, legacy_dir: str | os.PathLike[str]) -> Report:
+def verify(
+    mm: MemoryManager,
+    legacy_dir: str | os.PathLike[str],
+    *,
+    tokens: bool = False,
+    progress: Progress | None = None,
+) -> Report:
     """Re-read every record through the manager and compare it with the
-    legacy files: the rebuilt bytes (the export path, in memory) and the
-    value, type for type; then run ``mm.check()``."""
-    report = Report("verify", source=str(Path(legacy_dir)), target=str(mm.root))
-    inv = _scan(report, legacy_dir)
+    legacy files: the rebuilt bytes (the export path, in memory, compared by
+    sha256 with the file as scanned) and the value, type for type; then run
+    ``mm.check()``."""
+    report = _new_report("verify", tokens, source=str(Path(legacy_dir)), target=str(mm.root))
+    inv = _scan(report, legacy_dir, progress)
     run = manifest.marker(mm)
     if run is None:
         report.fail("no migration in this store (run apply first)")
@@ -386,17 +610,19 @@ def verify(mm: MemoryManager, legacy_dir: str | os.PathLike[str]) -> Report:
         report.fail(f"the last apply did not complete (state {run.get('state')!r}); run apply again")
     entries = manifest.entries(mm)
     with _timed(report, "compare"):
-        for f in inv.files:
+        _step(progress, "compare", 0, len(inv.files))
+        for i, f in enumerate(inv.files, 1):
             problems, cur = _verify_file(mm, f, entries.get(f.rel))
             for p in problems:
                 report.fail(f"{f.rel}: {p}")
-            report.rows.append(_row(f, "mismatch" if problems else "ok", "; ".join(problems), _stored(cur)))
+            report.add(_row(f, "mismatch" if problems else "ok", "; ".join(problems), _stored(cur)))
+            _step(progress, "compare", i, len(inv.files))
     for rel in sorted(set(entries) - {f.rel for f in inv.files}):
         report.fail(f"{rel}: imported, but no longer in the legacy folder")
     with _timed(report, "check"):
         for finding in mm.check():
             report.fail(f"store check: {finding}")
-    _check_legacy_unchanged(report, inv)
+    _check_legacy_unchanged(report, inv, progress)
     return report
 
 
@@ -407,7 +633,7 @@ def _verify_file(mm: MemoryManager, f: LegacyFile, entry: Entry | None) -> tuple
         return ["the legacy file changed since apply (run apply again)"], None
     data, note, cur = file_bytes(mm, entry)
     problems = []
-    if data != f.data:
+    if data is None or len(data) != f.size or sha256(data) != f.sha256:
         problems.append(f"rebuilt bytes differ from the legacy file{': ' + note if note else ''}")
     if f.place is not None and cur is not None:
         if value_digest(mm.read(f.place.namespace, f.place.key)) != f.value_sha256:
@@ -420,11 +646,12 @@ def _verify_file(mm: MemoryManager, f: LegacyFile, entry: Entry | None) -> tuple
 # -- rollback ---------------------------------------------------------------------------
 
 
-def rollback(mm: MemoryManager, *, force: bool = False) -> Report:
+def rollback(mm: MemoryManager, *, force: bool = False, tokens: bool = False, progress: Progress | None = None) -> Report:
     """Delete what apply imported (the records listed in the manifest), then
     the manifest. Records changed since import are kept unless ``force``.
-    Idempotent; a killed rollback is finished by the next one."""
-    report = Report("rollback", target=str(mm.root))
+    Idempotent; a killed rollback is finished by the next one. Consent
+    decisions apply carried over are left as they are."""
+    report = _new_report("rollback", tokens, target=str(mm.root))
     entries = manifest.entries(mm)
     run = manifest.marker(mm)
     if not entries and run is None:
@@ -433,10 +660,17 @@ def rollback(mm: MemoryManager, *, force: bool = False) -> Report:
     with _timed(report, "delete"):
         if run is None or run.get("state") != "rolling-back":
             manifest.write_marker(mm, "rolling-back")
-        for e in sorted(entries.values(), key=lambda e: e.path):
+        _step(progress, "rollback", 0, len(entries))
+        for i, e in enumerate(sorted(entries.values(), key=lambda e: e.path), 1):
             _rollback_entry(report, mm, e, force)
+            _step(progress, "rollback", i, len(entries))
         if report.ok:
             manifest.delete_marker(mm)
+    for category, made in sorted(((run or {}).get("consent") or {}).items()):
+        # Consent is the user's decision (carried over, not imported data): it stays.
+        granted = mm.consent.granted(category)
+        report.consent.append({"category": category, "flag": made.get("flag"), "legacy": made.get("granted"),
+                               "before": granted, "after": granted, "action": "kept"})
     return report
 
 
@@ -446,12 +680,12 @@ def _rollback_entry(report: Report, mm: MemoryManager, e: Entry, force: bool) ->
     if cur is not None and cur.digest != e.value_sha256 and not force:
         note = "changed in the store since import; kept (use --force to delete it anyway)"
         report.fail(f"{e.path}: {note}")
-        report.rows.append(_entry_row(e, "kept", note, None, stored))
+        report.add(_entry_row(e, "kept", note, None, stored))
         return
     if cur is not None and e.namespace and e.key:
         mm.delete(e.namespace, e.key)
-    manifest.delete_entry(mm, e.path)
-    report.rows.append(_entry_row(e, "removed" if cur is not None else "removed (entry only)", "", None, stored))
+    manifest.delete_entry(mm, e.path, e.private)
+    report.add(_entry_row(e, "removed" if cur is not None else "removed (entry only)", "", None, stored))
 
 
-__all__ = ["apply", "default_format", "export", "file_bytes", "plan", "rollback", "verify"]
+__all__ = ["CONSENT_FLAGS", "apply", "default_format", "export", "file_bytes", "plan", "rollback", "verify"]

@@ -66,6 +66,16 @@ def decode(kind: str | None, data: bytes) -> Decoded:
     return _decode_json(data)
 
 
+def decode_value(kind: str | None, data: bytes) -> Any:
+    """``decode(kind, data).value`` without the format search (for a file
+    read again after a scan that already has the format facts)."""
+    if kind is None:
+        return None
+    if kind in TEXT_KINDS:
+        return _decode_text(TEXT_KINDS[kind], data).value
+    return _decode_json(data, find_format=False).value
+
+
 def render(value: Any, fmt: dict[str, Any]) -> bytes:
     """The file bytes for a record value written in the format ``fmt``."""
     kind = fmt["type"]
@@ -103,7 +113,7 @@ def _json_fmt(indent: int | str | None, ensure_ascii: bool, separators: tuple[st
     }
 
 
-def _decode_json(data: bytes) -> Decoded:
+def _decode_json(data: bytes, find_format: bool = True) -> Decoded:
     flags = Flags()
     try:
         text = data.decode("utf-8")
@@ -123,6 +133,8 @@ def _decode_json(data: bytes) -> Decoded:
     except InvalidValue as exc:  # nested too deep, for instance
         flags.add("unstorable", f"the parsed value cannot be stored ({exc}); stored as {{raw, error}}")
         return _unparsed(text, f"unstorable JSON: {exc}", flags)
+    if not find_format:
+        return Decoded(value, {"type": "json"}, False, flags.items)
     fmt = _find_json_format(stored, data)
     exact = fmt is not None
     if fmt is None:
@@ -292,4 +304,4 @@ def parse_notes(text: str, flags: Flags) -> dict[str, Any]:
     return {"title": title, "entries": entries}
 
 
-__all__ = ["Decoded", "HISTORY_HEADER", "TEXT_KINDS", "decode", "parse_history", "parse_notes", "render", "stored_form", "unvis"]
+__all__ = ["Decoded", "HISTORY_HEADER", "TEXT_KINDS", "decode", "decode_value", "parse_history", "parse_notes", "render", "stored_form", "unvis"]

@@ -1,21 +1,34 @@
-"""The legacy tree, read once and read-only: every file with its bytes,
-sha256, place in the store (migration/layout.py), decoded value and anomalies."""
+"""The legacy tree, read-only and one file at a time.
+
+:func:`scan` reads every file once: its sha256, place in the store
+(migration/layout.py), format facts, value digest and anomalies. It keeps
+those facts, not the bytes or the decoded value, so memory does not grow
+with the size of the tree; :meth:`LegacyFile.load` reads a file again when
+a command needs its bytes or value (and checks it still hashes the same).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .anomalies import Anomaly, Facts, Flags, TreeItem, scan_bytes, scan_tree, scan_value
-from .formats import Decoded, decode
+from .anomalies import Anomaly, Facts, Flags, TreeItem, scan_bytes, scan_tree, scan_value, tree_value
+from .formats import Decoded, decode, decode_value
 from .layout import Place, place_of
+
+#: ``progress(phase, done, total)``: called with done=0 before the first
+#: file, then after each file (the caller decides how often to print).
+Progress = Callable[[str, int, int], None]
+
+#: Where a legacy tree is recognised: the folders under the legacy root.
+LEGACY_FOLDERS = ("the_assist", "locked_system")
 
 
 def sha256(data: bytes) -> str:
@@ -28,35 +41,48 @@ def value_digest(value: Any) -> str:
     return sha256(orjson.dumps(value))
 
 
+class LegacyChanged(Exception):
+    """A legacy file no longer hashes as it did when the tree was scanned."""
+
+
+class NoLegacyFiles(ValueError):
+    """The folder holds no file the layout recognises (the wrong folder)."""
+
+
 @dataclass
 class LegacyFile:
+    """One legacy file as scanned: facts only (see :meth:`load` for the bytes)."""
+
     rel: str  # POSIX path relative to the legacy root
-    data: bytes
+    size: int
+    sha256: str
     place: Place | None
-    decoded: Decoded
+    fmt: dict[str, Any]
+    exact: bool  # rendering the value with ``fmt`` gives the bytes back
+    value_sha256: str | None  # digest of the record value; None: no record
     anomalies: list[Anomaly] = field(default_factory=list)
-
-    @cached_property
-    def sha256(self) -> str:
-        return sha256(self.data)
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
+    tokens_before: int | None = None  # the file's text, when tokens are counted
+    extra: dict[str, Any] = field(default_factory=dict)  # what a command noted while the bytes were at hand
 
     @property
     def kind(self) -> str:
         return self.place.kind if self.place else "unmapped"
 
     @property
-    def value_sha256(self) -> str | None:
-        """Digest of the record value (readable form); None: no record."""
-        return value_digest(self.decoded.value) if self.place else None
-
-    @property
     def raw_needed(self) -> bool:
         """The value alone does not give the bytes back: keep them too."""
-        return self.place is None or not self.decoded.exact
+        return self.place is None or not self.exact
+
+    def load(self, root: Path, *, value: bool = True) -> tuple[bytes, Any]:
+        """The file's bytes and (``value``) its record value, read again;
+        raise :class:`LegacyChanged` if the bytes are not the scanned ones."""
+        try:
+            data = read_file(root, self.rel)
+        except OSError as exc:
+            raise LegacyChanged(f"cannot be read again ({exc})") from None
+        if len(data) != self.size or sha256(data) != self.sha256:
+            raise LegacyChanged("the legacy file changed while the command ran")
+        return data, (decode_value(self.place.kind if self.place else None, data) if value else None)
 
 
 @dataclass
@@ -103,14 +129,18 @@ def read_file(root: Path, rel: str) -> bytes:
         return fh.read()
 
 
-def hash_tree(root: Path, rels: list[str]) -> dict[str, str | None]:
-    """sha256 of each file now (None if it is gone)."""
+def hash_tree(root: Path, rels: list[str], progress: Progress | None = None) -> dict[str, str | None]:
+    """sha256 of each file now (None if it is gone), one file at a time."""
     out: dict[str, str | None] = {}
-    for rel in rels:
+    if progress:
+        progress("rehash", 0, len(rels))
+    for i, rel in enumerate(rels, 1):
         try:
             out[rel] = sha256(read_file(root, rel))
         except OSError:
             out[rel] = None
+        if progress:
+            progress("rehash", i, len(rels))
     return out
 
 
@@ -123,18 +153,107 @@ def _parsed_part(decoded: Decoded) -> Any:
     return value
 
 
-def scan(root: str | os.PathLike[str]) -> Inventory:
-    """Read and decode the whole legacy tree at ``root``; raise
-    FileNotFoundError / NotADirectoryError if it is not a folder."""
+# -- the wrong folder ----------------------------------------------------------------------
+
+_SEARCH_DEPTH = 3
+_SEARCH_DIRS = 2_000
+
+
+def legacy_roots_below(base: Path) -> list[Path]:
+    """Folders under ``base`` (at most three levels down, nearest first) that
+    hold ``the_assist/`` or ``locked_system/``: the legacy root the user meant."""
+    found: list[Path] = []
+    level = [base]
+    seen = 0
+    for _ in range(_SEARCH_DEPTH):
+        nxt: list[Path] = []
+        for folder in level:
+            for child in _subfolders(folder):
+                seen += 1
+                if child.name in LEGACY_FOLDERS:
+                    if folder != base and folder not in found:
+                        found.append(folder)
+                elif not child.name.startswith("."):
+                    nxt.append(child)
+            if seen > _SEARCH_DIRS:
+                return found
+        if found:
+            return found
+        level = nxt
+    return found
+
+
+def _subfolders(folder: Path) -> Iterator[Path]:
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                yield Path(e.path)
+        except OSError:
+            continue
+
+
+def no_legacy_message(base: Path) -> str:
+    """Why ``base`` is not a legacy root, and which folder to pass instead."""
+    msg = (f"no legacy file recognised in {base}: LEGACY_DIR is the folder that holds "
+           f"{'/ and '.join(LEGACY_FOLDERS)}/ (for the shipped copy: shared/legacy/data)")
+    above = next((p for p in [base, *base.resolve().parents] if p.name in LEGACY_FOLDERS), None)
+    if above is not None:
+        return f"{msg}; {base} is inside a legacy tree: pass {above.parent} instead"
+    below = legacy_roots_below(base)
+    if len(below) == 1:
+        return f"{msg}; {below[0]} holds the legacy layout: pass {below[0]} instead"
+    if below:
+        return f"{msg}; these folders hold the legacy layout, pass one of them: " + ", ".join(str(p) for p in below)
+    return msg
+
+
+def check_root(root: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """:func:`list_files` of the legacy tree at ``root``; raise
+    FileNotFoundError / NotADirectoryError if it is not a folder and
+    :class:`NoLegacyFiles` if no file in it is one the layout knows."""
     base = Path(root)
     if not base.exists():
         raise FileNotFoundError(f"legacy folder {base} does not exist")
     if not base.is_dir():
         raise NotADirectoryError(f"{base} is not a folder")
-    rels, problems = list_files(base)
+    rels, skipped = list_files(base)
+    if not any(place_of(rel) for rel in rels):
+        raise NoLegacyFiles(no_legacy_message(base))
+    return rels, skipped
+
+
+# -- the scan -------------------------------------------------------------------------------
+
+
+OnFile = Callable[[LegacyFile, bytes, Decoded], None]
+
+
+def scan(
+    root: str | os.PathLike[str],
+    *,
+    counter: Any = None,
+    on_file: OnFile | None = None,
+    progress: Progress | None = None,
+) -> Inventory:
+    """Read and decode the legacy tree at ``root``, one file at a time.
+
+    ``counter`` (an ``hrm_memory.tokens`` counter) fills ``tokens_before``;
+    ``on_file(file, bytes, decoded)`` runs while a file's bytes are in
+    memory (before the cross-file anomalies are known). Raises
+    FileNotFoundError / NotADirectoryError if ``root`` is not a folder and
+    :class:`NoLegacyFiles` if no file in it is a legacy file."""
+    base = Path(root)
+    rels, problems = check_root(base)
     files: list[LegacyFile] = []
     items: list[TreeItem] = []
-    for rel in rels:
+    if progress:
+        progress("scan", 0, len(rels))
+    for i, rel in enumerate(rels, 1):
         data = read_file(base, rel)
         place = place_of(rel)
         decoded = decode(place.kind if place else None, data)
@@ -145,12 +264,38 @@ def scan(root: str | os.PathLike[str]) -> Inventory:
         if decoded.fmt["type"] == "json":
             scan_bytes(data, flags)
         facts = scan_value(place.kind, _parsed_part(decoded), flags, rel.rsplit("/", 1)[-1]) if place else Facts()
-        files.append(LegacyFile(rel, data, place, decoded))
-        items.append(TreeItem(rel, place.kind if place else None, decoded.value, facts, flags))
+        f = LegacyFile(
+            rel, len(data), sha256(data), place, decoded.fmt, decoded.exact,
+            value_digest(decoded.value) if place else None,
+        )
+        if counter is not None:
+            f.tokens_before = counter.count(data.decode("utf-8", "replace"))
+        if on_file is not None:
+            on_file(f, data, decoded)
+        files.append(f)
+        items.append(TreeItem(rel, place.kind if place else None, tree_value(place.kind if place else None, decoded.value), facts, flags))
+        del data, decoded  # one file at a time
+        if progress:
+            progress("scan", i, len(rels))
     scan_tree(items)
     for f, it in zip(files, items):
         f.anomalies = it.flags.items
     return Inventory(base, files, problems)
 
 
-__all__ = ["Inventory", "LegacyFile", "hash_tree", "list_files", "read_file", "scan", "sha256", "value_digest"]
+__all__ = [
+    "Inventory",
+    "LegacyChanged",
+    "LegacyFile",
+    "NoLegacyFiles",
+    "Progress",
+    "check_root",
+    "hash_tree",
+    "legacy_roots_below",
+    "list_files",
+    "no_legacy_message",
+    "read_file",
+    "scan",
+    "sha256",
+    "value_digest",
+]

@@ -483,7 +483,9 @@ def test_apply_and_rollback_survive_sigkill(tmp_path: Path) -> None:
     assert _spawn(root, "rollback").wait() == 0
     with MemoryManager(root) as mm:
         assert manifest.entries(mm) == {} and manifest.marker(mm) is None
-        assert all(mm.get_record(ns, k) is None for ns, k in snapshot if ns != manifest.NAMESPACE)
+        # rollback leaves the consent decisions apply carried over from consent.json
+        kept = {("focus.consent", c) for c in engine.CONSENT_FLAGS.values()}
+        assert all(mm.get_record(ns, k) is None for ns, k in snapshot if ns != manifest.NAMESPACE and (ns, k) not in kept)
     assert _spawn(root, "apply", str(legacy)).wait() == 0
     with MemoryManager(root) as mm:
         assert engine.verify(mm, legacy).ok
