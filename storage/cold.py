@@ -75,6 +75,10 @@ def _decode_payload(payload: bytes) -> list[Stored]:
     return out
 
 
+def _damaged(namespace: str, key: str, path: Path, why: str) -> CorruptRecord:
+    return CorruptRecord(f"archived record {namespace}/{key!r} {why}", namespace=namespace, key=key, path=str(path))
+
+
 class ColdTier:
     """The cold archive. Query only: no ``put`` of single records, no delete
     except :meth:`purge` (an explicit rewrite, for consent revocation)."""
@@ -185,28 +189,13 @@ class ColdTier:
                 magic, length, crc = _HEAD.unpack(head)
                 payload = f.read(length)
         except (OSError, ValueError, struct.error) as exc:
-            raise CorruptRecord(
-                f"archived record {namespace}/{key!r} is unreadable at {location.decode()}: {exc}",
-                namespace=namespace,
-                key=key,
-                path=str(path),
-            ) from None
+            raise _damaged(namespace, key, path, f"is unreadable at {location.decode()}: {exc}") from None
         if magic != MAGIC or zlib.crc32(payload) != crc or len(payload) != length:
-            raise CorruptRecord(
-                f"archived record {namespace}/{key!r}: frame at {location.decode()} fails its checksum",
-                namespace=namespace,
-                key=key,
-                path=str(path),
-            )
+            raise _damaged(namespace, key, path, f"frame at {location.decode()} fails its checksum")
         try:
             return {r.key: r for r in _decode_payload(payload)}
         except CorruptRecord as exc:
-            raise CorruptRecord(
-                f"archived record {namespace}/{key!r}: frame at {location.decode()}: {exc}",
-                namespace=namespace,
-                key=key,
-                path=str(path),
-            ) from None
+            raise _damaged(namespace, key, path, f"frame at {location.decode()}: {exc}") from None
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         """Every archived copy in ``namespace``, oldest first, one frame in
