@@ -107,8 +107,10 @@ class FileBackend:
                 )
         return found
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1) -> Stored:
-        return self.warm.put(namespace, key, value, now_us, min_version=min_version)
+    def put(
+        self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1, created_us: int | None = None
+    ) -> Stored:
+        return self.warm.put(namespace, key, value, now_us, min_version=min_version, created_us=created_us)
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
         old = self.warm.delete(namespace, key, now_us)

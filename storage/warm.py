@@ -374,18 +374,23 @@ class WarmTier(WarmUpkeep):
             if b.seen_gen == before:
                 b.seen_gen = before + 1
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1) -> Stored:
+    def put(
+        self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1, created_us: int | None = None
+    ) -> Stored:
         """Commit ``value``; its version is the previous one + 1, and at least
-        ``min_version`` (for a value that already had versions elsewhere)."""
+        ``min_version`` (for a value that already had versions elsewhere);
+        a new key's creation time is ``created_us`` when given (a value that
+        was created elsewhere first: the hot tier, awaiting consent)."""
         b = self._bucket(namespace, bucket_of(key))
         with self.locks.thread_lock(namespace), b.lock:
             self._refresh(b)
             old = b.index.get(key)
+            first = now_us if created_us is None else created_us
             if old is None:
-                version, created = max(1, min_version), now_us
+                version, created = max(1, min_version), first
             else:
                 version = max(old[1] + 1, min_version)
-                created = old[2] if old[0] in ("p", "a") else now_us
+                created = old[2] if old[0] in ("p", "a") else first
             line = encode_line("p", key, version, created, now_us, value)
             offset, length = self._append(namespace, b, line) + 1, len(line) - 2
             if old is not None:

@@ -118,7 +118,11 @@ class Admin(Steps):
         n = 0
         with self.backend.lock(spec.name):
             for st in list(self.hot.scan(spec.name)):
-                stored = self.backend.put(spec.name, st.key, st.value, now_us(), min_version=st.version)
+                # The record keeps the creation time it had while it waited for
+                # consent (issue 14, item 22: a grant used to reset it).
+                stored = self.backend.put(
+                    spec.name, st.key, st.value, st.updated_us, min_version=st.version, created_us=st.created_us
+                )
                 self.hot.delete(spec.name, st.key, now_us())
                 self.bus.record("write", spec.name, st.key, stored.version, trace_id, True)
                 n += 1
@@ -141,6 +145,11 @@ class Admin(Steps):
             with self.backend.lock(spec.name):
                 old = [s for s in self.backend.scan(spec.name, strict=False) if s.updated_us < cutoff]
                 n = self._move_to_cold(spec.name, old, trace_id)
+                if n:
+                    # The markers just appended supersede the moved lines:
+                    # rewrite now rather than leave warm/ up to twice its size
+                    # until a compact() (issue 14, item 22).
+                    self.backend.compact(spec.name)
             if n:
                 moved[spec.name] = n
         attrs = None

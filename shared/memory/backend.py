@@ -106,8 +106,11 @@ class Backend(Protocol):
         raises :class:`CorruptRecord` when its newest copy is damaged."""
         ...
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1) -> Stored:
-        """Commit ``value`` as the next version (at least ``min_version``)."""
+    def put(
+        self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1, created_us: int | None = None
+    ) -> Stored:
+        """Commit ``value`` as the next version (at least ``min_version``); a
+        new key's creation time is ``created_us`` when given."""
         ...
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:

@@ -174,3 +174,29 @@ def test_items1_2_unlocked_writers_never_lose_an_acknowledged_write(tmp_path: Pa
         assert got == acked, {k: (acked[k], got[k]) for k in acked if got[k] != acked[k]}
         assert mm.check() == []
     assert not (root / "quarantine").exists() or list((root / "quarantine").iterdir()) == []
+
+
+def test_item22_grant_keeps_the_creation_time_of_waiting_records(root: Path) -> None:
+    """consent.grant() reset created_at of the records written while consent was denied."""
+    with MemoryManager(root, durability="flush") as mm:
+        mm.write("focus.conversation", "turn", "hello")
+        before = mm.get_record("focus.conversation", "turn")
+        time.sleep(0.02)
+        mm.consent.grant("conversation")
+        after = mm.get_record("focus.conversation", "turn")
+        assert after.persisted and (after.created_at, after.updated_at) == (before.created_at, before.updated_at)
+
+
+def test_item22_archive_leaves_warm_compacted(root: Path) -> None:
+    """archive() of many records grew warm/ (markers appended after the
+    moved lines) until a manual compact()."""
+    aging = "t.aging"
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(aging, ttl=60.0)]) as mm:
+        for i in range(2000):
+            mm.write(aging, f"k{i}", {"i": i, "pad": "x" * 200})
+        grown = mm.stats()["namespaces"][aging]["warm_bytes"]
+        assert mm.archive(now=time.time() + 10**6) == {aging: 2000}
+        left = mm.stats()["namespaces"][aging]["warm_bytes"]
+        assert left < grown / 2, (grown, left)  # what is left: one small archive marker per key
+        assert mm.compact(aging) == 0  # nothing left to reclaim
+        assert mm.read(aging, "k7") == {"i": 7, "pad": "x" * 200}
