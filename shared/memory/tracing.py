@@ -173,6 +173,7 @@ class _Recorder:
         self.provider = provider
         self.pending: list[tuple[Any, ...]] = []
         self.lock = threading.Lock()
+        self.draining = threading.RLock()  # re-entrant: a processor may force_flush from on_end
         self.thread: threading.Thread | None = None
         self.scope = InstrumentationScope("hrm-memory", _VERSION, _SCHEMA_URL)
         gen = provider.id_generator
@@ -219,7 +220,17 @@ class _Recorder:
                 last = n
 
     def drain(self) -> int:
-        """Turn every pending record into an SDK span; return how many."""
+        """Turn every pending record into an SDK span; return how many.
+
+        One drain at a time, start to finish: a flush (``close()``,
+        ``force_flush()``) that finds the drainer thread part-way through a
+        batch waits for it, so every span has reached the processors when it
+        returns (issue 14, item 10: spans were lost when a process closed the
+        manager and shut the provider down while the thread held a batch)."""
+        with self.draining:
+            return self._drain()
+
+    def _drain(self) -> int:
         with self.lock:
             batch, self.pending = self.pending, []
         if not batch:
