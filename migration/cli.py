@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
-
 from hrm_memory import BadInput, MemoryManager, MemoryStoreError
 
 from . import engine

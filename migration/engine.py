@@ -18,7 +18,7 @@ legacy value, which is what is digested, compared and exported.
 The raw copy and anomaly details of a file whose record is consent-gated go
 to a namespace gated by the same category (:mod:`~migration.manifest`), so a
 purge removes them. After the files, apply carries the legacy consent.json
-over to ``mm.consent`` (:func:`_consent_changes`).
+over to ``mm.consent`` (:func:`consent_changes`).
 
 Memory: the tree is scanned one file at a time and only facts are kept;
 apply reads a file again to write it, verify compares sha256 digests, and
@@ -33,38 +33,52 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import orjson
-
-from hrm_memory import BadInput, CodecRegistry, InvalidKey, InvalidNamespace, InvalidValue, MemoryManager, MemoryStoreError, Record
-from hrm_memory import values
+from hrm_memory import (
+    BadInput,
+    CodecRegistry,
+    InvalidKey,
+    InvalidNamespace,
+    InvalidValue,
+    MemoryManager,
+    MemoryStoreError,
+    Record,
+    values,
+)
 from hrm_memory.namespaces import seed_codecs
 from hrm_memory.spec import NamespaceSpec
 
 from . import manifest
 from .anomalies import Anomaly
-from .formats import TEXT_KINDS, Decoded, render
-from .inventory import Inventory, LegacyChanged, LegacyFile, NoLegacyFiles, OnFile, Progress, hash_tree, scan, sha256, value_digest
+from .consent import (
+    CONSENT_FLAGS,
+    carry_consent,
+    consent_changes,
+    legacy_consent,
+)
+from .files import default_format, inside, safe_rel, write_file
+from .formats import Decoded, render
+from .inventory import (
+    Inventory,
+    LegacyChanged,
+    LegacyFile,
+    NoLegacyFiles,
+    OnFile,
+    Progress,
+    hash_tree,
+    scan,
+    sha256,
+    value_digest,
+)
 from .layout import RULES, path_of, place_of
 from .manifest import Entry
 from .report import Report, Row
 
 #: Errors that fail one file (bad key, value or namespace) rather than the run.
 FILE_ERRORS = (InvalidKey, InvalidNamespace, InvalidValue)
-
-#: The legacy consent.json flags and the ``mm.consent`` category each one
-#: decides (the same mapping as locked_system.memory.consent.CATEGORIES).
-CONSENT_FLAGS: dict[str, str] = {
-    "conversation_history": "conversation",
-    "interaction_signals": "signals",
-    "learned_preferences": "preferences",
-}
-#: What the legacy ConsentPreferences assumes for a flag missing from the file.
-CONSENT_DEFAULTS: dict[str, bool] = {"conversation_history": True, "interaction_signals": True, "learned_preferences": False}
-CONSENT_NAMESPACE = "focus.consent"
-
 
 
 @contextmanager
@@ -117,7 +131,7 @@ class Current:
 
 
 def current(mm: MemoryManager, namespace: str, key: str) -> Current | None:
-    rec = mm.get_record(namespace, key)
+    rec = mm.get_record(namespace, key, compact=True)  # the stored form; expanded once below
     return None if rec is None else Current(rec, mm.expand(namespace, rec.value))
 
 
@@ -189,7 +203,7 @@ def plan(
         report.add(row)
     _check_caps(report, inv, specs)
     report.warnings += [f"{f.rel}: no layout rule; its bytes go to the manifest only" for f in inv.files if not f.place]
-    legacy = _legacy_consent(report, inv)
+    legacy = legacy_consent(report, inv)
     if legacy is not None:
         for flag, category, wanted in legacy:
             report.consent.append({"category": category, "flag": flag, "legacy": wanted, "before": None, "after": wanted,
@@ -298,7 +312,7 @@ def apply(
 ) -> Report:
     """Import every legacy file (see the module docstring for the guarantees),
     then carry the legacy consent.json over to ``mm.consent`` (see
-    :func:`_consent_changes`)."""
+    :func:`consent_changes`)."""
     report = _new_report("apply", tokens, source=str(Path(legacy_dir)), target=str(mm.root))
 
     def look(f: LegacyFile, data: bytes, decoded: Decoded) -> None:
@@ -317,8 +331,8 @@ def apply(
         run = manifest.marker(mm)
         decided = [_decide_safely(report, mm, f, old.get(f.rel), overwrite, _consent_of(specs, f.place.namespace if f.place else None))
                    for f in inv.files]
-        legacy_consent = _legacy_consent(report, inv)
-        changes = _consent_changes(mm, legacy_consent, run) if legacy_consent is not None else []
+        legacy = legacy_consent(report, inv)
+        changes = consent_changes(mm, legacy, run) if legacy is not None else []
     steps = [s for s in decided if s is not None]
     consent_writes = any(c["action"] in ("granted", "revoked") for c in changes)
     settled = manifest.is_current(run, inv) and not any(s.writes for s in steps) and not report.failures and not consent_writes
@@ -331,7 +345,7 @@ def apply(
             _step(progress, "import", i, len(steps))
         if any(s.moved for s in steps):
             mm.compact(manifest.NAMESPACE)  # the superseded entries still held the gated bytes
-        made = _carry_consent(report, mm, changes, run)
+        made = carry_consent(report, mm, changes, run)
     for rel in sorted(set(old) - {f.rel for f in inv.files}):
         report.warnings.append(f"{rel}: in the manifest but no longer in the legacy folder (record kept)")
     _check_legacy_unchanged(report, inv, progress)
@@ -384,85 +398,6 @@ def _execute(report: Report, mm: MemoryManager, step: Step, root: Path) -> None:
 # -- consent carried over ------------------------------------------------------------
 
 
-def _legacy_consent(report: Report, inv: Inventory) -> list[tuple[str, str, bool]] | None:
-    """(flag, category, granted) per flag of the legacy consent.json; None
-    when the tree has none (or it is not an object). A flag missing from the
-    file counts as the legacy default; one that is not true/false is left out."""
-    f = next((f for f in inv.files if f.kind == "consent"), None)
-    if f is None:
-        return None
-    value = f.extra.get("consent")
-    if not isinstance(value, dict) or "error" in value and "raw" in value:
-        report.warnings.append(f"{f.rel}: not a consent object; no consent decision carried over")
-        return None
-    out = []
-    for flag, category in CONSENT_FLAGS.items():
-        wanted = value.get(flag, CONSENT_DEFAULTS[flag])
-        if type(wanted) is not bool:
-            report.warnings.append(f"{f.rel}: {flag} is {wanted!r}, not true or false; consent {category!r} left as it is")
-            continue
-        out.append((flag, category, wanted))
-    return out
-
-
-def _consent_changes(mm: MemoryManager, legacy: list[tuple[str, str, bool]], run: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """What apply does with each legacy flag.
-
-    - The store has no decision for the category: the legacy one is taken
-      (``granted`` / ``revoked``).
-    - The store agrees: ``unchanged``.
-    - The store disagrees and its decision is the one an earlier apply
-      carried over (same record version): the legacy file changed since, and
-      its decision is taken.
-    - The store disagrees and its decision was taken in the store (by the
-      user, an adapter, ...): ``kept``; a migration never overrides it.
-    A revoke here never purges: imported data stays imported."""
-    made = (run or {}).get("consent") or {}
-    out = []
-    for flag, category, wanted in legacy:
-        rec = mm.get_record(CONSENT_NAMESPACE, category)
-        granted = rec.value.get("granted") if rec is not None and isinstance(rec.value, dict) else None
-        before = granted if type(granted) is bool else None
-        ours = made.get(category)
-        by_apply = rec is not None and isinstance(ours, dict) and ours.get("version") == rec.version
-        if before is wanted:
-            action = "unchanged"
-        elif before is None or by_apply:
-            action = "granted" if wanted else "revoked"
-        else:
-            action = "kept"
-        out.append({"category": category, "flag": flag, "legacy": wanted, "before": before,
-                    "after": before if action == "kept" else wanted, "action": action, "by_apply": by_apply})
-    return out
-
-
-def _carry_consent(report: Report, mm: MemoryManager, changes: list[dict[str, Any]], run: dict[str, Any] | None) -> dict[str, Any]:
-    """Apply ``changes``; record them in the report. Returns the decisions
-    this migration is answerable for (kept in the run marker)."""
-    made: dict[str, Any] = {}
-    for c in changes:
-        category, action = c.pop("category"), c["action"]
-        by_apply = c.pop("by_apply")
-        if action == "granted":
-            mm.consent.grant(category)
-        elif action == "revoked":
-            mm.consent.revoke(category)  # no purge: what was imported stays
-        elif action == "kept":
-            state = {True: "granted", False: "denied"}
-            report.warnings.append(
-                f"consent {category!r}: the legacy consent.json says {c['flag']}={str(c['legacy']).lower()} but the store's own "
-                f"decision is {state[bool(c['before'])]}; kept (mm.consent.grant/revoke changes it)"
-            )
-        rec = mm.get_record(CONSENT_NAMESPACE, category)
-        if rec is not None and (action in ("granted", "revoked") or (action == "unchanged" and by_apply)):
-            made[category] = {"granted": c["legacy"], "flag": c["flag"], "version": rec.version}
-        report.consent.append({"category": category, **c})
-    return made
-
-
-# -- export (and the bytes verify compares) -------------------------------------------
-
-
 def file_bytes(mm: MemoryManager, entry: Entry) -> tuple[bytes | None, str, Current | None]:
     """The legacy file ``entry`` describes, rebuilt from the store: (bytes or
     None, a note, the record). The raw copy is used only while the record
@@ -484,23 +419,6 @@ def file_bytes(mm: MemoryManager, entry: Entry) -> tuple[bytes | None, str, Curr
     except (ValueError, TypeError, KeyError) as exc:
         return None, f"cannot be written back: {exc}", cur
     return data, "the record changed since import; written from its current value" if changed else "", cur
-
-
-def _safe_rel(rel: str) -> PurePosixPath:
-    p = PurePosixPath(rel)
-    if not rel or p.is_absolute() or any(part in ("", ".", "..") for part in p.parts):
-        raise BadInput(f"unsafe legacy path in the manifest: {rel!r}")
-    return p
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _stored(rec: Record | Current | None) -> bytes | None:
@@ -532,7 +450,7 @@ def export(
     base = Path(out_dir) if flat else Path(out_dir) / (run.get("source_name") or "data")
     report = _new_report("export", tokens, source=str(mm.root), target=str(base))
     source = run.get("source")
-    if source and _inside(base, Path(source)):
+    if source and inside(base, Path(source)):
         raise BadInput(f"{base} is the legacy folder itself (or inside it); export elsewhere")
     entries = manifest.entries(mm)
     if not entries:
@@ -546,17 +464,12 @@ def export(
                 report.fail(f"{e.path}: {note}")
                 report.add(_entry_row(e, "failed", note))
                 continue
-            _write_file(base / _safe_rel(e.path), data)
+            write_file(base / safe_rel(e.path), data)
             if note:
                 report.warnings.append(f"{e.path}: {note}")
             report.add(_entry_row(e, "written", note, data, _stored(rec)))
         _export_new_records(report, mm, base, set(entries))
     return report
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    p, f = path.resolve(), folder.resolve()
-    return p == f or f in p.parents
 
 
 def _export_new_records(report: Report, mm: MemoryManager, base: Path, known: set[str]) -> None:
@@ -570,21 +483,14 @@ def _export_new_records(report: Report, mm: MemoryManager, base: Path, known: se
             place = place_of(rel)
             kind = place.kind if place else "unmapped"
             try:
-                data = render(mm.expand(ns, rec.value), default_format(kind))
+                data = render(rec.value, default_format(kind))  # reads return the value as written
             except (ValueError, TypeError, KeyError) as exc:
                 report.warnings.append(f"{ns}/{rec.key}: not exported ({exc})")
                 continue
-            _write_file(base / _safe_rel(rel), data)
+            write_file(base / safe_rel(rel), data)
             note = "created after import; written in the default legacy format"
             report.warnings.append(f"{rel}: {note}")
             report.add(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, _stored(rec)))
-
-
-def default_format(kind: str) -> dict[str, Any]:
-    """How the legacy writers wrote a file of ``kind`` (indent 2, ASCII, no newline)."""
-    if kind in TEXT_KINDS:
-        return {"type": "text", "syntax": TEXT_KINDS[kind]}
-    return {"type": "json", "indent": 2, "ensure_ascii": True, "separators": None, "newline": False}
 
 
 # -- verify ----------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
 from hrm_memory import values
 from hrm_memory.errors import InvalidValue
 from hrm_memory.spec import MAX_VALUE_BYTES

@@ -18,8 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from hrm_memory.errors import LegacyChanged, NoLegacyFiles
 
-from .anomalies import Anomaly, Facts, Flags, TreeItem, scan_bytes, scan_tree, scan_value, tree_value
+from .anomalies import (
+    Anomaly,
+    Facts,
+    Flags,
+    TreeItem,
+    scan_bytes,
+    scan_tree,
+    scan_value,
+    tree_value,
+)
 from .formats import Decoded, decode, decode_value
 from .layout import Place, place_of
 
@@ -39,14 +49,6 @@ def value_digest(value: Any) -> str:
     """sha256 of a value's stored encoding (compact JSON, key order kept):
     equal digests mean type-exact equal values."""
     return sha256(orjson.dumps(value))
-
-
-class LegacyChanged(Exception):
-    """A legacy file no longer hashes as it did when the tree was scanned."""
-
-
-class NoLegacyFiles(ValueError):
-    """The folder holds no file the layout recognises (the wrong folder)."""
 
 
 @dataclass

@@ -26,10 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
-
+from hrm_memory.backend import ARCHIVE, PERSISTENT
 from hrm_memory.errors import CorruptRecord
 from hrm_memory.records import Finding, Stored
-from hrm_memory.backend import ARCHIVE, PERSISTENT
 
 from .fsutil import (
     FILE_MODE,

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
 from hrm_memory.errors import CorruptRecord, MemoryStoreError, StorageError
 from hrm_memory.records import Finding, Stored

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory.errors import LockTimeout
+
 from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error
 
 

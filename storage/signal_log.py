@@ -28,11 +28,18 @@ import time
 from pathlib import Path
 
 import orjson
-
 from hrm_memory.errors import CursorExpired, InvalidCursor
 from hrm_memory.records import Event
 
-from .fsutil import FILE_MODE, NOFOLLOW, SharedCounters, ensure_real_dirs, frame, make_dirs, unframe
+from .fsutil import (
+    FILE_MODE,
+    NOFOLLOW,
+    SharedCounters,
+    ensure_real_dirs,
+    frame,
+    make_dirs,
+    unframe,
+)
 
 log = logging.getLogger("hrm_memory.events")
 

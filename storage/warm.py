@@ -41,18 +41,17 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-
-from hrm_memory.errors import CorruptRecord, MemoryStoreError
-from .locks import NamespaceLocks
-from hrm_memory.records import Stored
 from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
+from hrm_memory.errors import CorruptRecord, MemoryStoreError
+from hrm_memory.records import Stored
 
 from .fsutil import SharedCounters, ensure_real_dirs, frame, storage_error, unframe
+from .locks import NamespaceLocks
 from .warm_upkeep import Entry, WarmUpkeep, _Bucket
 
 log = logging.getLogger("hrm_memory.warm")
@@ -553,23 +552,6 @@ class WarmTier(WarmUpkeep):
                     out.append(Stored(k, e[1], e[2], e[3], parsed[1], "warm" if e[0] == "p" else "cold"))
             yield from out
 
-    def keys(self, namespace: str) -> list[tuple[str, int, int]]:
-        """``(key, version, created_us)`` of every live (not archived) key."""
-        out: list[tuple[str, int, int]] = []
-        for b in self._buckets_of(namespace):
-            with b.lock:
-                self._refresh(b)
-                out.extend((k, e[1], e[2]) for k, e in b.index.items() if e[0] == "p")
-        return out
-
-    def namespaces(self) -> list[str]:
-        if self.root.is_symlink():
-            return []
-        try:
-            return sorted(n for n in os.listdir(self.root) if not n.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
     # -- maintenance -----------------------------------------------------------
 
     # _maybe_compact stays here, not in warm_upkeep.py: it reads this module's
@@ -586,24 +568,6 @@ class WarmTier(WarmUpkeep):
                 self.compact_bucket(namespace, b, wait=False)
             except MemoryStoreError as exc:
                 log.info("compaction of %s postponed: %s", b.rel, exc)
-
-    def stats(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for ns in self.namespaces():
-            live = archived = deleted = size = 0
-            for b in self._buckets_of(ns):
-                with b.lock:
-                    self._refresh(b)
-                    size += b.size + b.tail
-                    for e in b.index.values():
-                        if e[0] == "p":
-                            live += 1
-                        elif e[0] == "a":
-                            archived += 1
-                        elif e[0] == "d":
-                            deleted += 1
-            out[ns] = {"keys": live, "archived": archived, "deleted": deleted, "bytes": size}
-        return out
 
     def close(self) -> None:
         with self._guard:

@@ -116,8 +116,6 @@ class WarmUpkeep:
 
         def _bump(self, b: _Bucket) -> None: ...
 
-        def namespaces(self) -> list[str]: ...
-
     # -- bucket files ----------------------------------------------------------
 
     def _open_fd(self, b: _Bucket) -> int:
@@ -251,6 +249,43 @@ class WarmUpkeep:
             raise storage_error(exc, "write", path) from None
         self._run_file = path
         self._touched.add(b.rel)
+
+    # -- listing ---------------------------------------------------------------
+
+    def keys(self, namespace: str) -> list[tuple[str, int, int]]:
+        """``(key, version, created_us)`` of every live (not archived) key."""
+        out: list[tuple[str, int, int]] = []
+        for b in self._buckets_of(namespace):
+            with b.lock:
+                self._refresh(b)
+                out.extend((k, e[1], e[2]) for k, e in b.index.items() if e[0] == "p")
+        return out
+
+    def namespaces(self) -> list[str]:
+        if self.root.is_symlink():
+            return []
+        try:
+            return sorted(n for n in os.listdir(self.root) if not n.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for ns in self.namespaces():
+            live = archived = deleted = size = 0
+            for b in self._buckets_of(ns):
+                with b.lock:
+                    self._refresh(b)
+                    size += b.size + b.tail
+                    for e in b.index.values():
+                        if e[0] == "p":
+                            live += 1
+                        elif e[0] == "a":
+                            archived += 1
+                        elif e[0] == "d":
+                            deleted += 1
+            out[ns] = {"keys": live, "archived": archived, "deleted": deleted, "bytes": size}
+        return out
 
     # -- maintenance -----------------------------------------------------------
 

@@ -20,14 +20,20 @@ from typing import Any
 
 import orjson
 
+from . import cli_trace
 from .errors import BadInput, MemoryStoreError, Unsupported
 from .manager import MemoryManager, default_root
 from .spec import CONSENT_CATEGORIES, TIERS, NamespaceSpec
-from .textfmt import table
-
-EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3, 4
-#: stdout was closed by its reader (128 + SIGPIPE, as a shell reports ``yes | head -1``).
-EXIT_BROKEN_PIPE = 141
+from .textfmt import (
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_STORE,
+    table,
+)
+from .textfmt import dump_json as _dump
 
 #: Why a legacy file cannot be counted by ``tokens --legacy`` (see _legacy_file_problem).
 _TOKENS_LEGACY_NOTE = (
@@ -35,10 +41,6 @@ _TOKENS_LEGACY_NOTE = (
     "the first one that is not is reported by name and the command exits 2 without a "
     "report (a skipped file would make the totals wrong)."
 )
-
-
-def _dump(obj: Any) -> str:
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
 def _parse_value(text: str) -> Any:
@@ -289,53 +291,6 @@ def cmd_undeclare(mm: MemoryManager, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_trace(args: argparse.Namespace) -> int:
-    """``trace tail`` / ``trace show``: read a span file; never opens (or creates) a store."""
-    from . import telemetry
-
-    if args.file:
-        path = Path(args.file)
-    elif args.trace_file:
-        path = Path(args.trace_file)
-    else:
-        path = telemetry.default_trace_file(Path(args.root) if args.root is not None else default_root())
-    if args.trace_command == "show":
-        prefix = args.trace_id.strip().lower()
-        if not telemetry.is_trace_id_prefix(prefix):
-            raise BadInput(f"{args.trace_id!r} is not a trace id: expected 1 to 32 hexadecimal digits")
-        if not path.exists():
-            print(f"no trace file at {path} (run commands with --trace jsonl)", file=sys.stderr)
-            return EXIT_NOT_FOUND
-        spans, _ = telemetry.load_spans(path)
-        matches = telemetry.match_trace_id(spans, prefix)
-        if not matches:
-            print(f"trace {args.trace_id} not found in {path}", file=sys.stderr)
-            return EXIT_NOT_FOUND
-        if len(matches) > 1 and prefix in matches:
-            matches = [prefix]  # a whole id is never ambiguous
-        if len(matches) > 1:
-            shown = ", ".join(m[: max(len(prefix) + 4, 12)] for m in matches[:5])
-            raise BadInput(
-                f"trace id prefix {args.trace_id!r} is ambiguous: {len(matches)} traces start with it "
-                f"({shown}{', ...' if len(matches) > 5 else ''}); give more digits"
-            )
-        trace_id = matches[0]
-        if args.json:
-            print(_dump([s for s in spans if s["trace_id"] == trace_id]))
-        else:
-            print(f"trace {trace_id}")
-            print("\n".join(telemetry.show_trace(spans, trace_id)))
-        return EXIT_OK
-    if args.n < 0:
-        raise BadInput(f"-n must be 0 or more, not {args.n}")
-    try:
-        for _ in telemetry.tail(path, args.n, args.follow, sys.stdout):
-            pass
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
-
-
 COMMANDS = {
     "get": cmd_get,
     "put": cmd_put,
@@ -553,7 +508,7 @@ def _run(argv: Sequence[str] | None) -> int:
     provider = None
     try:
         if args.command == "trace":  # reads a span file: no store, no tracing
-            return cmd_trace(args)
+            return cli_trace.cmd_trace(args)
         if args.command == "demo" and root is None:
             tmp = tempfile.TemporaryDirectory(prefix="hrm-memory-demo-")
             root = tmp.name

@@ -93,6 +93,16 @@ class BadInput(InvalidArgument):
     """A command-line argument (CLI, migration) cannot be used; exit code 2."""
 
 
+class NoLegacyFiles(BadInput):
+    """The folder given to the migration holds no file the legacy layout
+    recognises (the wrong folder; the message names the right one if found)."""
+
+
+class LegacyChanged(MemoryStoreError, OSError):
+    """A legacy file no longer hashes as it did when the tree was scanned
+    (something wrote to it while the migration ran)."""
+
+
 class InvalidFilter(InvalidArgument):
     """A ``where`` filter cannot mean anything (unknown operator, an operand of
     the wrong type); attribute ``field``."""
@@ -151,10 +161,12 @@ __all__ = [
     "InvalidNamespace",
     "InvalidSpec",
     "InvalidValue",
+    "LegacyChanged",
     "LockTimeout",
     "MemoryStoreError",
     "NamespaceConflict",
     "NamespaceInUse",
+    "NoLegacyFiles",
     "SchemaViolation",
     "StorageError",
     "StoreClosed",

@@ -1,4 +1,4 @@
-"""Plain-text tables for the CLI and the migration report."""
+"""Plain-text output of the command lines: tables, JSON, exit codes."""
 
 from __future__ import annotations
 
@@ -29,4 +29,25 @@ def cell(v: Any) -> str:
     return str(v)
 
 
-__all__ = ["cell", "table"]
+#: Exit codes of ``hrm-memory`` (README, "The CLI").
+EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_STORE, EXIT_FINDINGS = 0, 1, 2, 3, 4
+#: stdout was closed by its reader (128 + SIGPIPE, as a shell reports ``yes | head -1``).
+EXIT_BROKEN_PIPE = 141
+
+
+def dump_json(obj: Any) -> str:
+    """Indented JSON for ``--json`` output (non-JSON values as their str)."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FINDINGS",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_STORE",
+    "cell",
+    "dump_json",
+    "table",
+]
