@@ -226,8 +226,11 @@ class NamespaceLocks:
         return _Held(self, namespace, None if wait else 0.0)
 
     def close(self) -> None:
-        for lock in self._files.values():
-            lock.close()
+        # Each file lock is closed under its namespace's thread lock, so an
+        # operation holding it finishes first (issue 14, item 11).
+        for namespace, lock in list(self._files.items()):
+            with self.thread_lock(namespace):
+                lock.close()
         self._files.clear()
         self.writers.close()
 

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import orjson
 from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
-from hrm_memory.errors import CorruptRecord, MemoryStoreError
+from hrm_memory.errors import CorruptRecord, MemoryStoreError, StoreClosed
 from hrm_memory.records import Stored
 
 from .fsutil import SharedCounters, ensure_real_dirs, frame, storage_error, unframe
@@ -149,6 +149,7 @@ class WarmTier(WarmUpkeep):
         self._guard = threading.Lock()
         self._run_file: Path | None = None
         self._touched: set[str] = set()
+        self.closed = False
         self._recover_dead_writers()
 
     # -- buckets -----------------------------------------------------------
@@ -204,6 +205,8 @@ class WarmTier(WarmUpkeep):
         the path (a compaction in another process) is opened once and then
         scanned and read through that one descriptor, never by path again,
         so an index can never be paired with another file's bytes."""
+        if self.closed:
+            raise StoreClosed("the memory manager is closed")
         gens = b.gens
         if gens is not None:
             gen = gens.get(b.idx)
@@ -216,6 +219,8 @@ class WarmTier(WarmUpkeep):
         return self._refresh_by_stat(b)
 
     def _refresh_by_stat(self, b: _Bucket) -> bool:
+        if self.closed:
+            raise StoreClosed("the memory manager is closed")
         try:
             st = os.lstat(b.spath)
         except NotADirectoryError:
@@ -570,9 +575,16 @@ class WarmTier(WarmUpkeep):
                 log.info("compaction of %s postponed: %s", b.rel, exc)
 
     def close(self) -> None:
+        # A fence, not a cut (issue 14, item 11): operations already on a
+        # bucket finish (each bucket's lock is taken before its file is
+        # closed); later ones meet ``closed`` in _refresh and raise
+        # StoreClosed. A descriptor is never closed under a running write,
+        # so a write can never land in a file that reused its number.
+        self.closed = True
         with self._guard:
             for b in self._buckets.values():
-                self._close_fd(b)
+                with b.lock:
+                    self._close_fd(b)
             self._buckets.clear()
             for gens in self._gens.values():
                 gens.close()
