@@ -345,13 +345,16 @@ class FileBackend:
         }
 
     def close(self) -> None:
+        # Fenced, in this order: the warm tier (operations on a bucket finish,
+        # later ones raise StoreClosed), then the namespace locks (an
+        # operation still logging its change holds one), then the change log.
+        self.warm.close()
+        self.locks.close()
         if self.changes is not None:
             self.changes.close()
         if self._meta_shared is not None:
             self._meta_shared.close()
             self._meta_shared = None
-        self.warm.close()
-        self.locks.close()
         self.cold.close()
         self.cache.clear()
 

@@ -226,11 +226,15 @@ class NamespaceLocks:
         return _Held(self, namespace, None if wait else 0.0)
 
     def close(self) -> None:
-        # Each file lock is closed under its namespace's thread lock, so an
-        # operation holding it finishes first (issue 14, item 11).
-        for namespace, lock in list(self._files.items()):
+        # Each namespace's thread lock is taken once before anything closes,
+        # so an operation holding it finishes first (issue 14, item 11).
+        for namespace in list(self._threads):
             with self.thread_lock(namespace):
-                lock.close()
+                lock = self._files.pop(namespace, None)
+                if lock is not None:
+                    lock.close()
+        for lock in self._files.values():
+            lock.close()
         self._files.clear()
         self.writers.close()
 
