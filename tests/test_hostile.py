@@ -122,7 +122,9 @@ _LAYOUT = re.compile(
             rf"cold/{_NS_RE}",
             rf"cold/{_NS_RE}/[0-9]{{6}}\.seg",
             rf"locks/(?:{_NS_RE}|meta\.namespaces)\.lock",
+            rf"locks/{_NS_RE}\.writers",  # the writer gate: appends shared, rewrites exclusive
             r"meta/namespaces\.json",
+            r"meta/\.gen",  # run-time declarations' change counter
             r"run/[0-9]+-[0-9a-f]{8}\.touched",
             rf"quarantine/(?:warm__{_NS_RE}__[0-9a-f]{{2}}\.log|cold__{_NS_RE}__[0-9]{{6}}\.seg)"
             r"\.(?:corrupt|torn)-[0-9]+\.bad",
