@@ -61,7 +61,7 @@ from .spec import (
     NamespaceSpec,
     check_key,
 )
-from .steps import GLOB, Attrs, now_us
+from .steps import DECLARATIONS_RECHECK, GLOB, Attrs, _monotonic, now_us
 from .tracing import OpSpan, current_trace_id, otel_api
 
 #: A handler: (pipeline, op, scope, span) -> (result, span attributes).
@@ -106,7 +106,7 @@ class Pipeline(Admin):
         """Validate, check the scope, find the record. A seed namespace is one
         dict lookup; a usual key is checked in C (check_key says what is wrong)."""
         spec = self._specs.get(namespace) if type(namespace) is str else None
-        if spec is None or namespace in self._runtime:
+        if spec is None or (namespace in self._runtime and _monotonic() - self._declared_at >= DECLARATIONS_RECHECK):
             spec = self.spec(namespace)
         if not (type(key) is str and 0 < len(key) <= 256 and key.isprintable()):
             check_key(key, namespace)
@@ -135,7 +135,7 @@ class Pipeline(Admin):
         # out, ~15% fewer instructions per read on CPython 3.11.
         namespace, key, default, compact = op
         spec = self._specs.get(namespace) if type(namespace) is str else None
-        if spec is None or namespace in self._runtime:
+        if spec is None or (namespace in self._runtime and _monotonic() - self._declared_at >= DECLARATIONS_RECHECK):
             spec = self.spec(namespace)
         if not (type(key) is str and 0 < len(key) <= 256 and key.isprintable()):
             check_key(key, namespace)
@@ -165,7 +165,7 @@ class Pipeline(Admin):
         namespace, key, value, imported = op
         trace_id = current_trace_id(span)
         spec = self._specs.get(namespace) if type(namespace) is str else None
-        if spec is None or namespace in self._runtime:
+        if spec is None or (namespace in self._runtime and _monotonic() - self._declared_at >= DECLARATIONS_RECHECK):
             spec = self.spec(namespace)
         if not (type(key) is str and 0 < len(key) <= 256 and key.isprintable()):
             check_key(key, namespace)
