@@ -197,15 +197,6 @@ class WarmUpkeep:
                 rels = None
             yield pid, path, rels
 
-    def _other_writers(self, b: _Bucket) -> bool:
-        """True if a live process other than this one registered ``b``."""
-        for _pid, path, rels in self._writer_notes(alive=True):
-            if path == self._run_file:
-                continue
-            if rels is None or b.rel in rels:
-                return True  # unreadable note: cannot tell, assume a writer
-        return False
-
     def _repair_tail(self, b: _Bucket) -> None:
         """Move an incomplete last line (a crashed writer's) aside and cut it off.
 
@@ -349,30 +340,17 @@ class WarmUpkeep:
                 # Disk full or the like: the bucket itself is untouched.
                 tmp.unlink(missing_ok=True)
                 raise storage_error(exc, "compact", b.path) from None
-            # A writer of another process that does not take the file lock
-            # (locking off) may have appended to the old inode after our scan:
-            # carry those lines over to the new file.
-            try:
-                extra_end = os.fstat(fd).st_size
-                extra = os.pread(fd, extra_end - old_size, old_size) if extra_end > old_size else b""
-            except OSError as exc:
-                raise storage_error(exc, "compact", b.path) from None
+            # Nothing can have been appended to the old file since the scan:
+            # every append holds the writer gate, which we hold exclusively. A
+            # process whose descriptor still points at the old file finds it
+            # unlinked after its write and writes the record again (_append).
             self._close_fd(b)
             reclaimed = old_size - pos
             b.reset()
             b.index = new_index
             b.size = pos
             b.loaded = True
-            new_fd = self._open_fd(b)
-            b.ino = os.fstat(new_fd).st_ino
-            if extra:
-                try:
-                    _write_all(new_fd, extra)
-                    if self.fsync:
-                        os.fdatasync(new_fd)
-                except OSError as exc:
-                    raise storage_error(exc, "compact", b.path) from None
-                self._refresh(b)
+            b.ino = os.fstat(self._open_fd(b)).st_ino
             return reclaimed
 
     def _recover_dead_writers(self) -> None:

@@ -339,19 +339,7 @@ atexit.register(flush)
 _ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
 
 
-def _global_provider() -> object:
-    """``trace.get_tracer_provider()`` without its cost on the no-SDK path:
-    while no provider was set, the API looks an environment variable up on
-    every call (~1 us). The variable is read once here instead; once a
-    provider is set, the API's module global holds it for good."""
-    provider = getattr(trace, "_TRACER_PROVIDER", None)
-    if provider is not None or _ENV_SET:
-        return trace.get_tracer_provider()
-    return _PROXY
-
-
 _PROXY = trace.get_tracer_provider() if not os.environ.get(_ENV_PROVIDER) else None
-_api_module: Any = trace
 #: The OpenTelemetry API module, whose global provider slot the pipeline reads
 #: (a stand-in whose slot never matches, for an API without that slot).
 otel_api: Any = trace if hasattr(trace, "_TRACER_PROVIDER") else types.SimpleNamespace(_TRACER_PROVIDER=object())
@@ -396,18 +384,20 @@ class Tracing:
     def start(self, op: str, namespace: str | None, key: str | None) -> OpSpan | None:
         provider = self._provider
         if provider is None:
-            # _global_provider() spelled out: this runs on every operation.
+            # trace.get_tracer_provider() without its cost on the no-SDK path:
+            # while no provider is set, the API looks an environment variable
+            # up on every call (~1 us); it was read once, at import.
             if _ENV_SET:
                 provider = trace.get_tracer_provider()
             else:
-                provider = _api_module._TRACER_PROVIDER
+                provider = otel_api._TRACER_PROVIDER
                 if provider is None:
                     provider = _PROXY
         if provider is not self._for:
             self._resolve(provider)
             self.idle_when = _NEVER
             if self._mode == 0 and self._provider is None and not _ENV_SET:
-                self.idle_when = _api_module._TRACER_PROVIDER
+                self.idle_when = otel_api._TRACER_PROVIDER
         mode = self._mode
         if mode == 0:
             return None
