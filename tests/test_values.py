@@ -100,6 +100,22 @@ class Mode(str, enum.Enum):
     FAST = "fast"
 
 
+class Tone(enum.StrEnum):
+    CALM = "calm"
+
+
+class Perm(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+
+
+class Weight(float, enum.Enum):
+    HALF = 0.5
+
+
+ENUM_MEMBERS = [Color.RED, Level.LOW, Mode.FAST, Tone.CALM, Perm.READ, Perm.READ | Perm.WRITE, Weight.HALF]
+
+
 class Name(str):
     pass
 
@@ -182,6 +198,14 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("uuid", lambda: uuid.UUID(int=5), "$"),
     ("uuid-nested", lambda: {"id": uuid.UUID(int=5)}, "$.id"),
     ("enum", lambda: Color.RED, "$"),
+    ("int-enum", lambda: Level.LOW, "$"),
+    ("str-mixin-enum", lambda: Mode.FAST, "$"),
+    ("str-enum", lambda: Tone.CALM, "$"),
+    ("int-flag", lambda: Perm.READ | Perm.WRITE, "$"),
+    ("float-enum", lambda: Weight.HALF, "$"),
+    ("int-enum-nested", lambda: {"level": Level.LOW}, "$.level"),
+    ("str-enum-in-list", lambda: ["ok", [1, Tone.CALM]], "$[1][1]"),
+    ("int-flag-deep", lambda: {"a": [{"b": [0.5, Perm.WRITE]}]}, "$.a[0].b[1]"),
     ("str-subclass", lambda: Name("x"), "$"),
     ("int-subclass", lambda: Count(3), "$"),
     ("float-subclass", lambda: Ratio(0.5), "$"),
@@ -281,17 +305,21 @@ def test_nesting_limit_is_consistent(mm: MemoryManager) -> None:
         assert info.value.path == DEEP
 
 
-def test_enum_members_are_stored_as_their_value(mm: MemoryManager) -> None:
-    """Documented behaviour: orjson encodes Enum members of JSON types by their
-    value (checked in C; catching them would cost a Python walk of every
-    value), so an IntEnum or str-Enum member reads back as the plain int or
-    str. A plain Enum (a non-JSON value) is refused: see BAD_VALUES."""
-    for key, value, plain in [("a", Level.LOW, 1), ("b", {"level": Level.LOW}, {"level": 1}), ("c", [Mode.FAST], ["fast"])]:
-        mm.write(WARM, key, value)
-        got = mm.read(WARM, key)
-        assert got == plain and type(got) is type(plain)
-        if isinstance(plain, dict):
-            assert type(got["level"]) is int
+def test_enum_members_are_refused(mm: MemoryManager) -> None:
+    """Issue 14, item 9: an Enum member of any kind (IntEnum, IntFlag,
+    StrEnum, str or float mixins) would read back as a plain int, str or
+    float, not "exactly as written": it is refused with InvalidValue naming
+    where it is, in both tiers, on write and on update."""
+    for ns in NAMESPACES:
+        for member in ENUM_MEMBERS:
+            for value, where in [(member, "$"), ({"x": [member]}, "$.x[0]")]:
+                with pytest.raises(InvalidValue) as info:
+                    mm.write(ns, "k", value)
+                assert info.value.path == where
+                assert type(member).__name__ in str(info.value)
+                with pytest.raises(InvalidValue):
+                    mm.update(ns, "k", lambda old, v=value: v)
+        assert mm.read(ns, "k", default="absent") == "absent"
 
 
 # -- size ----------------------------------------------------------------------------
@@ -393,6 +421,48 @@ def test_json_values_round_trip_exactly(mm: MemoryManager, root: Path) -> None:
             assert_identical(again.read(WARM, key), value)
             assert_identical(again.read("test.aging", key), value)
         assert again.check() == []
+
+
+def _plant(value: Any, member: Any, choice: int) -> tuple[Any, str]:
+    """``value`` with one leaf (or, when it has none, the whole of it)
+    replaced by ``member``, at a depth picked by ``choice``; and the path of
+    the member, spelt as InvalidValue spells it."""
+    spots: list[tuple[list[Any], str]] = []  # (route of keys/indexes, path)
+
+    def walk(v: Any, route: list[Any], path: str) -> None:
+        if type(v) is dict:
+            for k, x in v.items():
+                walk(x, route + [k], f"{path}.{k}")
+        elif type(v) is list:
+            for i, x in enumerate(v):
+                walk(x, route + [i], f"{path}[{i}]")
+        spots.append((route, path))
+
+    walk(value, [], "$")
+    route, path = spots[choice % len(spots)]
+    if not route:
+        return member, "$"
+    copy = orjson.loads(orjson.dumps(value))
+    parent = copy
+    for step in route[:-1]:
+        parent = parent[step]
+    parent[route[-1]] = member
+    return copy, path
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=json_values, member=st.sampled_from(ENUM_MEMBERS), choice=st.integers(min_value=0, max_value=10**6))
+def test_enum_members_at_any_depth_are_refused(mm: MemoryManager, value: Any, member: Any, choice: int) -> None:
+    """An Enum member anywhere in an otherwise plain value (any depth, dict
+    value or list item) is refused with its path; the plain value itself
+    round-trips exactly (hot and warm)."""
+    planted, where = _plant(value, member, choice)
+    for ns in NAMESPACES:
+        with pytest.raises(InvalidValue) as info:
+            mm.write(ns, "enum", planted)
+        assert info.value.path == where
+        mm.write(ns, "plain", value)
+        assert_identical(mm.read(ns, "plain"), value)
 
 
 def test_returned_values_are_copies(mm: MemoryManager) -> None:
