@@ -26,11 +26,15 @@ def seed() -> list[NamespaceSpec]:
 def table() -> str:
     """The seed namespaces as the Markdown table the README shows (a test
     keeps the two equal)."""
-    rows = ["| namespace | tier | TTL | consent | codec | max keys |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| namespace | tier | TTL | consent | codec | max keys | recall index (kind) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in seed():
         ttl = "-" if s.ttl is None else f"{s.ttl / DAY:g} d"
+        index = "-" if s.index is None else ", ".join(f"`{p}`" for p in s.index) + (f" ({s.kind})" if s.kind else "")
         rows.append(
-            f"| `{s.name}` | {s.tier} | {ttl} | {s.consent or '-'} | {s.codec or '-'} | {s.max_keys or '-'} |"
+            f"| `{s.name}` | {s.tier} | {ttl} | {s.consent or '-'} | {s.codec or '-'} | {s.max_keys or '-'} | {index} |"
         )
     return "\n".join(rows)
 

@@ -10,9 +10,10 @@ NAMESPACES = [
     NamespaceSpec("focus.consent", description="consent preferences per category"),
     NamespaceSpec("focus.gates", ttl=30 * DAY, description="gate transitions"),
     # Legacy locked_system stores (see migration/layout.py).
-    NamespaceSpec("focus.conversation", consent="conversation", description="legacy LockedLoop conversation"),
+    NamespaceSpec("focus.conversation", consent="conversation", description="legacy LockedLoop conversation", index=("$",), kind="episodic"),
     NamespaceSpec("focus.interactions", description="legacy FastMemory interaction signals and progress"),
     NamespaceSpec("focus.bridge", description="legacy BridgeMemory signals"),
-    NamespaceSpec("focus.notes", description="legacy developer and personal notes (markdown)"),
+    NamespaceSpec("focus.notes", description="legacy developer and personal notes (markdown)", index=("$",), kind="semantic"),
     NamespaceSpec("focus.chat_history", description="legacy readline chat history (libedit bytes)"),
+    NamespaceSpec("focus.memories", index=("text", "tags[*]"), description="typed memories (remember())"),
 ]

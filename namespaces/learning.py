@@ -4,9 +4,10 @@ from hrm_memory.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [
-    NamespaceSpec("learning.patterns", consent="preferences", description="patterns learned across sessions"),
+    NamespaceSpec("learning.patterns", consent="preferences", description="patterns learned across sessions", index=("$",), kind="semantic"),
     NamespaceSpec("learning.feedback", ttl=60 * DAY, consent="preferences", description="explicit feedback events"),
-    NamespaceSpec("learning.generalizations", description="generalizations drawn from patterns"),
-    NamespaceSpec("learning.retrospectives", description="legacy session retrospectives, trends and baseline"),
-    NamespaceSpec("learning.reflections", description="legacy AI reflections, trends and outcome log"),
+    NamespaceSpec("learning.generalizations", description="generalizations drawn from patterns", index=("$",), kind="semantic"),
+    NamespaceSpec("learning.retrospectives", description="legacy session retrospectives, trends and baseline", index=("$",), kind="episodic"),
+    NamespaceSpec("learning.reflections", description="legacy AI reflections, trends and outcome log", index=("$",), kind="episodic"),
+    NamespaceSpec("learning.memories", index=("text", "tags[*]"), description="typed memories (remember())"),
 ]

@@ -47,6 +47,9 @@ LAYERS: dict[str, int] = {
     "hrm_memory.steps": 0,
     "hrm_memory.admin": 0,
     "hrm_memory.pipeline": 0,
+    "hrm_memory.recall": 0,
+    "hrm_memory.recall_text": 0,
+    "hrm_memory.memories": 0,
     "hrm_memory.storage": 1,
     "hrm_memory.namespaces": 1,
     "hrm_memory.manager": 2,
@@ -54,6 +57,8 @@ LAYERS: dict[str, int] = {
     "hrm_memory.telemetry": 2,
     "hrm_memory.token_report": 3,  # also counts the legacy files' tokens
     "hrm_memory.adapters": 3,
+    "hrm_memory.langgraph": 3,  # the LangGraph store (optional dependency)
+    "hrm_memory.langgraph_codec": 3,
     "hrm_memory.migration": 3,
     "hrm_memory.cli": 4,
     "hrm_memory.cli_trace": 4,

@@ -16,9 +16,11 @@ from .backend import Backend, ChangeLog, HotStore
 from .codes import Codec, CodecRegistry
 from .errors import (
     AccessDenied,
+    BackendUnavailable,
     BadInput,
     CorruptRecord,
     CursorExpired,
+    DuplicateMemory,
     InvalidArgument,
     InvalidCursor,
     InvalidFilter,
@@ -35,6 +37,7 @@ from .errors import (
     SchemaViolation,
     StorageError,
     StoreClosed,
+    TrivialMemory,
     UndeclaredNamespace,
     UnknownConsentCategory,
     UnknownSchema,
@@ -59,11 +62,15 @@ from .ops import (
     Op,
     PutOp,
     QueryOp,
+    RecallOp,
+    RememberOp,
     StatsOp,
     SubscribeOp,
     UndeclareOp,
     UpdateOp,
 )
+from .memories import Remembered
+from .recall import Hit
 from .records import MISSING, Event, Finding, Record
 from .spec import NamespaceSpec, Registry
 
@@ -74,6 +81,7 @@ __all__ = [
     "AsyncMemoryManager",
     "AsyncSubscription",
     "Backend",
+    "BackendUnavailable",
     "BadInput",
     "ChangeLog",
     "CheckOp",
@@ -87,12 +95,14 @@ __all__ = [
     "CursorOp",
     "DeclareOp",
     "DeleteOp",
+    "DuplicateMemory",
     "Event",
     "EventsSinceOp",
     "ExpandOp",
     "Finding",
     "GetOp",
     "GetRecordOp",
+    "Hit",
     "HotStore",
     "InvalidArgument",
     "InvalidCursor",
@@ -113,8 +123,11 @@ __all__ = [
     "Op",
     "PutOp",
     "QueryOp",
+    "RecallOp",
     "Record",
     "Registry",
+    "RememberOp",
+    "Remembered",
     "SchemaViolation",
     "Scope",
     "StatsOp",
@@ -122,6 +135,7 @@ __all__ = [
     "StoreClosed",
     "SubscribeOp",
     "Subscription",
+    "TrivialMemory",
     "UndeclareOp",
     "UndeclaredNamespace",
     "UnknownConsentCategory",

@@ -32,11 +32,12 @@ from .spec import (
     NamespaceSpec,
     conflict,
 )
-from .steps import CONSENT_NAMESPACE, Attrs, Steps, now_us
+from .memories import Remembering
+from .steps import CONSENT_NAMESPACE, Attrs, now_us
 from .tracing import OpSpan, current_trace_id
 
 
-class Admin(Steps):
+class Admin(Remembering):
     """The administrative handlers; :class:`hrm_memory.pipeline.Pipeline` adds the record ones."""
 
     def _namespaces(self, op: NamespacesOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
@@ -65,6 +66,7 @@ class Admin(Steps):
         if spec.name not in self._seeded:
             self._runtime.add(spec.name)
         self.registry.declare(spec)
+        self.refresh_indexed()
         return spec, None
 
     def _undeclare(self, op: UndeclareOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, int], Attrs]:
@@ -88,6 +90,8 @@ class Admin(Steps):
             self.registry.remove(spec.name)
             self._runtime.discard(spec.name)
             self._codec_of.pop(spec.name, None)
+            self.purge_index(spec.name)
+            self.refresh_indexed()
         return purged, None
 
     def _consent(self, op: ConsentOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, Any], Attrs]:
@@ -109,6 +113,8 @@ class Admin(Steps):
             result: dict[str, Any] = {"category": category, "granted": True, "persisted": persisted}
         else:
             purged = {s.name: self.backend.purge(s.name) for s in gated} if op.purge else {}
+            for name in purged:
+                self.purge_index(name)
             result = {"category": category, "granted": False, "purged": purged}
         attrs = None if span is None else {"hrm.memory.consent": category, "hrm.memory.granted": op.grant}
         return result, attrs

@@ -72,6 +72,16 @@ class InvalidValue(MemoryStoreError, ValueError, TypeError):
     circular or too deep, an object, a tuple, ...). Attribute ``path`` locates it."""
 
 
+class TrivialMemory(InvalidValue):
+    """``remember()`` refused content with nothing worth keeping (empty, a
+    pleasantry, too few words); attribute ``reason`` says which."""
+
+
+class DuplicateMemory(MemoryStoreError, ValueError):
+    """``remember()`` refused a near-duplicate of an existing memory of a kind
+    that is never merged (prospective); attribute ``key`` names the existing one."""
+
+
 class ValueTooLarge(InvalidValue):
     """The encoded value exceeds the namespace's ``max_value_bytes``."""
 
@@ -143,6 +153,14 @@ class Unsupported(MemoryStoreError, NotImplementedError):
     """The tier cannot honour the request (see its declared capabilities)."""
 
 
+class BackendUnavailable(MemoryStoreError, ConnectionError):
+    """The backend's server (Redis) could not be reached, was loading its
+    data, or did not answer within its socket timeout (attributes
+    ``backend``: where, credentials left out; ``operation``). A call that
+    failed this way changed nothing, unless it reached the server and only
+    its answer was lost: read the record back before writing it again."""
+
+
 class StorageError(MemoryStoreError, OSError):
     """The file system refused a write (disk full, read-only, permission).
 
@@ -151,9 +169,11 @@ class StorageError(MemoryStoreError, OSError):
 
 __all__ = [
     "AccessDenied",
+    "BackendUnavailable",
     "BadInput",
     "CorruptRecord",
     "CursorExpired",
+    "DuplicateMemory",
     "InvalidArgument",
     "InvalidCursor",
     "InvalidFilter",
@@ -170,6 +190,7 @@ __all__ = [
     "SchemaViolation",
     "StorageError",
     "StoreClosed",
+    "TrivialMemory",
     "UndeclaredNamespace",
     "UnknownConsentCategory",
     "UnknownSchema",

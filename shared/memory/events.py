@@ -99,11 +99,20 @@ class EventBus:
         self._stop = threading.Event()
         self._pos: str | None = None
         self._read_lock = threading.Lock()
+        #: Namespaces whose changed keys the recall index wants to know of,
+        #: and those keys since it last looked (:meth:`take_touched`).
+        self.indexed: frozenset[str] = frozenset()
+        self.touched: set[tuple[str, str]] = set()
 
     @property
     def pending(self) -> bool:
         """Events are queued for delivery (the pipeline dispatches after the lock)."""
         return bool(self._queue)
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """The keys of indexed namespaces changed here since the last call."""
+        taken, self.touched = self.touched, set()
+        return taken
 
     # -- subscribing ---------------------------------------------------------------
 
@@ -158,6 +167,8 @@ class EventBus:
         the local event and log the change for other processes (commit order)."""
         if persisted and self.changes is not None:
             self.changes.append(op, namespace, key, version, trace_id)
+        if namespace in self.indexed:
+            self.touched.add((namespace, key))
         subs = self._subs
         if subs:
             event = Event(op, namespace, key, version, trace_id, "local")

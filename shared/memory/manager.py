@@ -39,15 +39,20 @@ from .ops import (
     Op,
     PutOp,
     QueryOp,
+    RecallOp,
+    RememberOp,
     StatsOp,
     SubscribeOp,
     UndeclareOp,
     UpdateOp,
 )
 from .pipeline import Pipeline
+from .memories import Remembered
+from .recall import Hit
 from .records import Event, Finding, Record
 from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from .storage import DURABILITY, FileBackend, HotTier
+from .storage.textindex import TextIndex
 from .tracing import Tracing
 
 
@@ -135,6 +140,61 @@ class Operations:
         only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
         return self._run((namespace, key, where, limit, include_cold, compact), QueryOp)  # type: ignore[no-any-return]
 
+    def recall(
+        self,
+        query: str,
+        *,
+        namespaces: str | Sequence[str] = "*",
+        kinds: str | Sequence[str] | None = None,
+        k: int = 10,
+        since: Any = None,
+        explain: bool = False,
+        include_cold: bool = False,
+        where: dict[str, Any] | None = None,
+        prefix: str | None = None,
+    ) -> list[Hit]:
+        """Memories matching ``query`` by meaning, best first: at most ``k``
+        :class:`Hit` values (``namespace``, ``key``, ``record``, ``score``,
+        ``confidence`` in [0, 1]; ``why`` with ``explain=True``).
+
+        Searches the indexed namespaces (``NamespaceSpec.index``) matching
+        ``namespaces`` (a glob or a list of globs) that this handle may read.
+        ``kinds`` keeps memories of those kinds; ``since`` (a timezone-aware
+        datetime or epoch seconds) those updated since; ``where`` filters the
+        values as in :meth:`query`; ``prefix`` keeps keys starting with it.
+        The query is classified (temporal, factual, relational, procedural,
+        prospective, planning, meta) and routed to the kinds that answer it;
+        while the best confidence is below 0.5 the search widens to every
+        kind, then to archived records (found at once with
+        ``include_cold=True``); ``explain`` shows that path. A hit is always
+        the record as :meth:`read` returns it now."""
+        return self._run(  # type: ignore[no-any-return]
+            RecallOp(query, namespaces, kinds, k, since, explain, include_cold, where, prefix)
+        )
+
+    def remember(
+        self,
+        content: str,
+        *,
+        kind: str,
+        namespace: str | None = None,
+        importance: float = 0.5,
+        tags: Sequence[str] = (),
+        key: str | None = None,
+    ) -> Remembered:
+        """Store ``content`` as a memory of ``kind`` (episodic, semantic,
+        procedural, prospective, working) in ``namespace`` (default
+        ``<hrm>.memories`` for a scope, ``shared.memories`` for the manager).
+
+        Trivial content raises :class:`TrivialMemory` with the reason. A
+        near-duplicate of an existing memory of the same kind is merged into
+        it (semantic, procedural, working; episodic when retold within a day)
+        or refused with :class:`DuplicateMemory` (prospective). Returns what
+        was done (:class:`Remembered`)."""
+        return self._run(  # type: ignore[no-any-return]
+            RememberOp(content, kind, namespace, importance, tuple(tags), key)
+        )
+
     def expand(self, namespace: str, value: Any) -> Any:
         """The readable form of a coded ``value`` of ``namespace`` (what
         ``read(..., compact=True)`` returned)."""
@@ -207,7 +267,10 @@ class MemoryManager(Operations):
     backend:
         A :class:`~hrm_memory.backend.Backend` to use instead of files under
         ``root`` (then ``root``, ``locking``, ``durability``, ``lock_timeout``,
-        ``cache_size`` and ``signal_log`` are the backend's business).
+        ``cache_size`` and ``signal_log`` are the backend's business), or a
+        ``redis://host:port/db`` URL: the Redis backend (docs/redis.md), with
+        ``lock_timeout`` and ``signal_log`` applied; its locks always reach
+        across hosts and durability is the server's persistence setting.
     lock_timeout:
         Seconds to wait for a file lock before :class:`LockTimeout`.
     namespaces:
@@ -227,6 +290,10 @@ class MemoryManager(Operations):
     poll_interval:
         How often (seconds) a process with cross-process subscriptions looks
         for new changes.
+    embed:
+        An embedder for :meth:`recall`'s dense retrieval, fused with the text
+        search: a callable (list of texts -> list of vectors) or a LangChain
+        ``Embeddings``. None (default) means text search only.
 
     Thread-safe. Opening reads no stored data, so it costs the same at any size.
     """
@@ -237,7 +304,7 @@ class MemoryManager(Operations):
         *,
         locking: bool = False,
         durability: str = "fsync",
-        backend: Backend | None = None,
+        backend: Backend | str | None = None,
         lock_timeout: float = 10.0,
         namespaces: Iterable[NamespaceSpec] | None = None,
         codecs: Iterable[Codec] | None = None,
@@ -246,14 +313,24 @@ class MemoryManager(Operations):
         deferred_spans: bool = True,
         signal_log: bool = True,
         poll_interval: float = 0.005,
+        embed: Any = None,
     ) -> None:
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability must be one of {DURABILITY}, not {durability!r}")
         if not (type(lock_timeout) in (int, float) and lock_timeout >= 0):
             raise InvalidArgument("lock_timeout must be a number >= 0")
         self.root: Path | None
-        owns_backend = backend is None
-        if backend is None:
+        owns_backend = backend is None or isinstance(backend, str)
+        if isinstance(backend, str):
+            # "redis://host:port/db[?prefix=...]": the Redis backend, imported
+            # only when asked for (redis-py is the optional extra "redis").
+            if not backend.startswith(("redis://", "rediss://")):
+                raise InvalidArgument(f"backend= takes a Backend or a redis:// URL, not {backend[:40]!r}")
+            from .storage.redis_backend import RedisBackend
+
+            backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)
+            self.root = Path(root).absolute() if root is not None else None
+        elif backend is None:
             files = FileBackend(
                 root if root is not None else default_root(),
                 locking=bool(locking),
@@ -274,13 +351,19 @@ class MemoryManager(Operations):
                 HotTier(),
                 Registry(seed() if namespaces is None else namespaces),
                 CodecRegistry(seed_codecs() if codecs is None else codecs),
-                Tracing(tracer_provider, deferred=deferred_spans),
+                Tracing(
+                    tracer_provider,
+                    deferred=deferred_spans,
+                    system=None if isinstance(backend, FileBackend) else backend.system,
+                ),
                 poll_interval=poll_interval,
             )
         except BaseException:
             if owns_backend:
                 backend.close()  # ours: a failed open leaves no file open
             raise
+        index_dir = None if self.root is None else self.root / "index"
+        self._pipeline.setup_recall(TextIndex(index_dir), TextIndex(None), embed)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 

@@ -16,7 +16,7 @@ one op here and one handler in the pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 from .records import Event
@@ -162,7 +162,36 @@ class StatsOp(NamedTuple):
     """Counts and sizes per namespace and tier."""
 
 
+class RecallOp(NamedTuple):
+    """Memories matching ``query`` by meaning, best first (see
+    :meth:`MemoryManager.recall`); the result is a list of ``Hit``."""
+
+    query: str
+    namespaces: str | Sequence[str] = "*"
+    kinds: str | Sequence[str] | None = None
+    k: int = 10
+    since: Any = None
+    explain: bool = False
+    include_cold: bool = False
+    where: Mapping[str, Any] | None = None
+    prefix: str | None = None
+
+
+class RememberOp(NamedTuple):
+    """Store a typed memory (see :meth:`MemoryManager.remember`); the result
+    is a ``Remembered``."""
+
+    content: str
+    kind: str
+    namespace: str | None = None
+    importance: float = 0.5
+    tags: Sequence[str] = ()
+    key: str | None = None
+
+
 Op = Union[
+    RecallOp,
+    RememberOp,
     GetOp,
     GetRecordOp,
     PutOp,
@@ -204,6 +233,8 @@ __all__ = [
     "Op",
     "PutOp",
     "QueryOp",
+    "RecallOp",
+    "RememberOp",
     "StatsOp",
     "SubscribeOp",
     "UndeclareOp",

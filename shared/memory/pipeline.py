@@ -51,6 +51,8 @@ from .ops import (
     Op,
     PutOp,
     QueryOp,
+    RecallOp,
+    RememberOp,
     StatsOp,
     SubscribeOp,
     UndeclareOp,
@@ -337,6 +339,10 @@ def _target(op: Any) -> tuple[str | None, str | None]:
         return (spec.name if isinstance(spec, NamespaceSpec) else None), None
     if t is EventsSinceOp:
         return op.namespace, op.key
+    if t is RememberOp:
+        return op.namespace, op.key
+    if t is RecallOp:
+        return (op.namespaces if isinstance(op.namespaces, str) else None), None
     return None, None
 
 
@@ -362,6 +368,8 @@ _HANDLERS: dict[type, tuple[str, Handler, bool]] = {
     CheckOp: ("check", Pipeline._check, False),
     CompactOp: ("compact", Pipeline._compact, False),
     StatsOp: ("stats", Pipeline._stats, False),
+    RecallOp: ("recall", Pipeline._recall, False),
+    RememberOp: ("remember", Pipeline._remember, False),
 }
 assert set(_HANDLERS) == set(OP_TYPES), "every op type has exactly one handler"
 

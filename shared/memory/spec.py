@@ -26,6 +26,15 @@ from .errors import (
 TIERS = ("hot", "warm")
 DAY = 24 * 3600.0
 
+#: Kinds of memory (:meth:`MemoryManager.remember`, ``NamespaceSpec.kind``):
+#: what happened (episodic), what is true (semantic), how to do something
+#: (procedural), what is to be done (prospective), what matters right now (working).
+KINDS = ("episodic", "semantic", "procedural", "prospective", "working")
+
+# An index path: "$" (the whole value) or dotted fields, each optionally
+# followed by "[*]" (every element) or "[n]" (one element).
+_PATH_RE = re.compile(r"\$|[^.\[\]]+(?:\[(?:\*|[0-9]+)\])*(?:\.[^.\[\]]+(?:\[(?:\*|[0-9]+)\])*)*", re.ASCII)
+
 #: Consent categories a namespace may be gated by (as the legacy ConsentManager had them).
 CONSENT_CATEGORIES = ("conversation", "signals", "preferences")
 
@@ -113,6 +122,11 @@ class NamespaceSpec:
       (defaults to the first segment).
     - ``codec`` / ``schema``: names of a codec and a schema, resolved by the
       manager (``None`` for none).
+    - ``index``: opts the namespace in to :meth:`MemoryManager.recall`, in
+      LangGraph's convention: ``("$",)`` indexes the whole value's text, or
+      paths such as ``("text", "tags[*]", "who.name")``; ``None`` for none.
+    - ``kind``: the kind of memory its records are (one of :data:`KINDS`),
+      which routes queries to it; a record's own ``"kind"`` field wins.
     """
 
     name: str
@@ -125,6 +139,8 @@ class NamespaceSpec:
     description: str = ""
     codec: str | None = None
     schema: str | None = None
+    index: tuple[str, ...] | None = None
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         # Every field is checked here, so a bad spec never reaches a registry
@@ -166,6 +182,15 @@ class NamespaceSpec:
             object.__setattr__(self, "schema", ref)
         elif schema is not None and not (type(schema) is str and schema):
             raise bad("schema", "None, a pydantic model class, or 'package.module:Model' (a str)")
+        index = self.index
+        if index is not None:
+            if isinstance(index, str) or not isinstance(index, (list, tuple)):
+                raise bad("index", 'None or a sequence of paths such as ["$"] or ["text", "tags[*]"]')
+            if not index or not all(type(p) is str and _PATH_RE.fullmatch(p) for p in index):
+                raise bad("index", 'a non-empty sequence of paths: "$" or dotted fields with [*] or [n]')
+            object.__setattr__(self, "index", tuple(index))
+        if self.kind is not None and self.kind not in KINDS:
+            raise bad("kind", f"None or one of {KINDS}")
         if self.owner is None:
             object.__setattr__(self, "owner", self.name.split(".", 1)[0])
 
@@ -174,7 +199,11 @@ class NamespaceSpec:
         return self.name.split(".", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as JSON data (what the store persists for a run-time declaration)."""
+        data = asdict(self)
+        if self.index is not None:
+            data["index"] = list(self.index)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NamespaceSpec:

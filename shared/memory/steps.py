@@ -82,6 +82,7 @@ class Steps:
         self._runtime: set[str] = set()
         self._declared_at = 0.0
         self._load_declared()
+        self.refresh_indexed()
 
     def close(self) -> None:
         if self.closed:
@@ -152,6 +153,11 @@ class Steps:
         for name in self._runtime - set(declared):
             self.registry.remove(name)  # undeclared by another process
             self._runtime.discard(name)
+        self.refresh_indexed()
+
+    def refresh_indexed(self) -> None:
+        """Tell the event bus which namespaces' changed keys recall must index."""
+        self.bus.indexed = frozenset(s.name for s in self.registry if s.index)
 
     def codec(self, spec: NamespaceSpec) -> Codec | None:
         try:

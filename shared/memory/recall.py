@@ -1,0 +1,463 @@
+"""Recall: find memories by meaning across namespaces.
+
+The index (SQLite FTS5, :mod:`hrm_memory.storage.textindex`) holds the
+readable text of every record of a namespace declared with ``index=``. It is
+derived data and is treated as such:
+
+- **kept current lazily**: a write only notes its key (the event bus collects
+  the keys of indexed namespaces it is told about, one set insert); the next
+  recall indexes what changed since, here and in other processes (read from
+  the change log, from a cursor kept in the index), so the write path pays
+  nothing for the index;
+- **checked before it is served**: every candidate is looked up in the store
+  and dropped (and re-indexed) unless the store still has that version, so a
+  deleted, superseded, purged or archived record is never returned as live;
+- **rebuilt, not trusted**: the first recall in a process compares the index
+  with the store's key list and re-indexes what differs (a crash between a
+  commit and its log entry leaves nothing missing); a change log that no
+  longer reaches back to the index's cursor means a full rebuild;
+- **gated text stays in memory**: hot-tier records and consent-gated values
+  awaiting consent are indexed in a second, in-memory index only.
+
+Ranking: bm25 over the record's text and its context (key words, namespace,
+kind), Porter-stemmed, stopwords left out of the query; optionally fused
+with a dense retriever (``MemoryManager(embed=...)``) by reciprocal rank.
+Queries are classified (:func:`hrm_memory.recall_text.classify`) and routed
+to the kinds that answer them, then cascade to every kind and to the cold
+tier while the best confidence stays under :data:`CASCADE_BELOW`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from . import recall_text as rt
+from .errors import CursorExpired, InvalidArgument, InvalidCursor
+from .filters import compile_where
+from .ops import RecallOp
+from .records import Record, Stored
+from .spec import KINDS, NamespaceSpec
+from .steps import Attrs, Steps
+from .tracing import OpSpan
+
+#: Confidence weights: relevance, source quality, recency, consistency,
+#: completeness (Athena's documented 35/25/15/15/10, applied as documented).
+WEIGHTS = (0.35, 0.25, 0.15, 0.15, 0.10)
+#: Below this best confidence, recall widens its search (kinds, then cold).
+CASCADE_BELOW = 0.5
+#: Half-life of the recency signal, in days.
+RECENCY_HALF_LIFE_DAYS = 30.0
+#: Reciprocal-rank fusion constant.
+RRF_K = 60
+
+
+class Doc(NamedTuple):
+    """One record as the index holds it: its text, its context and, with an
+    embedder, its normalised vector (float32 bytes)."""
+
+    ns: str
+    key: str
+    version: int
+    created_us: int
+    updated_us: int
+    tier: str
+    kind: str | None
+    importance: float
+    body: str
+    ctx: str
+    vec: bytes | None = None
+
+
+class SearchIndex(Protocol):
+    """What recall needs of an index (``hrm_memory.storage.textindex.TextIndex``)."""
+
+    @property
+    def persistent(self) -> bool: ...
+
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None: ...
+    def purge(self, namespace: str) -> int: ...
+    def touch(self, ids: Iterable[int]) -> None: ...
+    def meta(self, name: str) -> str | None: ...
+    def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
+    def search(self, match: str, namespaces: Sequence[str], *, cold: bool, limit: int,
+               kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None) -> list[Any]: ...
+    def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
+    def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled memory: the record, its rank score (higher is better) and
+    a confidence in [0, 1]; ``why`` says how it ranked (``explain=True``)."""
+
+    namespace: str
+    key: str
+    record: Record
+    score: float
+    confidence: float
+    why: dict[str, Any] | None = None
+
+
+class Embedder:
+    """A callable ``texts -> vectors`` or a LangChain ``Embeddings``, normalised."""
+
+    def __init__(self, embed: Any) -> None:
+        if hasattr(embed, "embed_documents") and hasattr(embed, "embed_query"):
+            self._docs: Callable[[list[str]], Any] = embed.embed_documents
+            self._query: Callable[[str], Any] = embed.embed_query
+        elif callable(embed):
+            self._docs = embed
+            self._query = lambda text: embed([text])[0]
+        else:
+            raise InvalidArgument("embed must be a callable (list of texts -> list of vectors) or a LangChain Embeddings")
+
+    @staticmethod
+    def pack(vector: Any) -> bytes:
+        v = [float(x) for x in vector]
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        return array("f", [x / norm for x in v]).tobytes()
+
+    def documents(self, texts: list[str]) -> list[bytes]:
+        vectors = list(self._docs(texts))
+        if len(vectors) != len(texts):
+            raise InvalidArgument(f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        return [self.pack(v) for v in vectors]
+
+    def query(self, text: str) -> array[float]:
+        return array("f", self.pack(self._query(text)))
+
+
+class Recalling(Steps):
+    """The recall handler and the upkeep of its index; mixed into the pipeline."""
+
+    disk_index: SearchIndex | None = None
+    mem_index: SearchIndex | None = None
+    embedder: Embedder | None = None
+    _reconciled = False
+    _dense_cache: dict[int, tuple[int, list[tuple[int, str, str, bytes]]]] = {}  # noqa: RUF012  (per instance: setup_recall)
+
+    def setup_recall(self, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None) -> None:
+        self.disk_index, self.mem_index = disk, mem
+        self.embedder = None if embed is None else Embedder(embed)
+        self._reconciled = False
+        self._dense_cache = {}
+
+    def close(self) -> None:
+        super().close()
+        for index in (self.disk_index, self.mem_index):
+            if index is not None:
+                index.close()
+
+    # -- keeping the index current ----------------------------------------------
+
+    def _doc(self, spec: NamespaceSpec, st: Stored) -> Doc:
+        value = self.decode(spec, st, False)
+        kind = spec.kind
+        importance = 0.5
+        if isinstance(value, dict):
+            if value.get("kind") in KINDS:
+                kind = value["kind"]
+            imp = value.get("importance")
+            if isinstance(imp, (int, float)) and not isinstance(imp, bool) and 0 <= imp <= 1:
+                importance = float(imp)
+        assert spec.index is not None
+        body = rt.extract(value, spec.index)
+        return Doc(spec.name, st.key, st.version, st.created_us, st.updated_us, st.tier, kind, importance,
+                   body, rt.context(spec.name, st.key, kind))
+
+    def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
+        """Bring the index rows of ``pending`` keys in line with the store."""
+        specs = self._specs
+        for index, persisted in ((self.disk_index, True), (self.mem_index, False)):
+            if index is None:
+                continue
+            upserts: list[Doc] = []
+            removals: list[tuple[str, str]] = []
+            for ns, key in pending:
+                spec = specs.get(ns)
+                if spec is None or not spec.index:
+                    removals.append((ns, key))
+                    continue
+                if persisted:
+                    st = None if spec.tier == "hot" else self.backend.get(ns, key)
+                else:
+                    st = self.hot.get(ns, key) if (spec.tier == "hot" or spec.consent is not None) else None
+                if st is None:
+                    removals.append((ns, key))
+                else:
+                    upserts.append(self._doc(spec, st))
+            if upserts and self.embedder is not None:
+                vecs = self.embedder.documents([d.body for d in upserts])
+                upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
+            if upserts or removals or (meta and persisted):
+                index.apply(upserts, removals, meta if persisted else None)
+                self._dense_cache.pop(id(index), None)
+
+    def sync_index(self) -> None:
+        """Index every change made since the last recall, here or elsewhere."""
+        pending = self.bus.take_touched()
+        meta = None
+        disk, changes = self.disk_index, self.backend.changes
+        indexed = [s for s in self.registry if s.index and s.tier != "hot"]
+        if disk is not None and changes is not None:
+            start = disk.meta("cursor")
+            end = None
+            if start is not None:
+                try:
+                    if changes.changed(start):
+                        events, end = changes.read(start, skip_own=False)
+                        pending.update((e.namespace, e.key) for e in events if e.namespace in self.bus.indexed)
+                except (CursorExpired, InvalidCursor):
+                    start = None
+            if start is None:
+                end = changes.cursor()
+                pending.update(self._rebuild(indexed, full=True))
+                self._reconciled = True
+            if end is not None and end != start:
+                meta = {"cursor": end}
+        if not self._reconciled and disk is not None:
+            pending.update(self._rebuild(indexed, full=False))
+            self._reconciled = True
+        if pending or meta:
+            self._index_keys(pending, meta)
+
+    def _rebuild(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
+        """Keys whose index rows differ from the store: every record (archived
+        ones too) when ``full``, else the live keys' update times."""
+        assert self.disk_index is not None
+        out: set[tuple[str, str]] = set()
+        for spec in specs:
+            have = self.disk_index.versions(spec.name)
+            if full:
+                live = {st.key: st.updated_us for st in self.backend.scan(spec.name, include_cold=True, strict=False)}
+            else:
+                live = {k: updated for k, _, updated in self.backend.keys(spec.name)}
+            out.update((spec.name, k) for k, updated in live.items() if have.get(k, (0, -1, ""))[1] != updated)
+            out.update((spec.name, k) for k, (_, _, tier) in have.items() if k not in live and (full or tier != "cold"))
+        return out
+
+    def purge_index(self, namespace: str) -> None:
+        for index in (self.disk_index, self.mem_index):
+            if index is not None:
+                index.purge(namespace)
+                self._dense_cache.pop(id(index), None)
+
+    # -- recall ---------------------------------------------------------------------
+
+    def _recall(self, op: RecallOp, scope: str | None, span: OpSpan | None) -> tuple[list[Hit], Attrs]:
+        query, namespaces, kinds, k, since, explain, include_cold, where, prefix = op
+        if not isinstance(query, str):
+            raise InvalidArgument(f"recall() takes a query str, not {type(query).__name__}")
+        if type(k) is not int or not 1 <= k <= 1000:
+            raise InvalidArgument(f"k must be an int in 1..1000, not {k!r}")
+        if kinds is not None:
+            kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+            bad = [x for x in kinds if x not in KINDS]
+            if bad:
+                raise InvalidArgument(f"unknown kind(s) {bad}; expected some of {KINDS}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise InvalidArgument("prefix must be a str")
+        since_us = _since_us(since)
+        matches = compile_where(where)
+        patterns = [namespaces] if isinstance(namespaces, str) else list(namespaces)
+        specs: dict[str, NamespaceSpec] = {}
+        for pattern in patterns:
+            for spec in self._visible(scope, pattern, self.match(pattern)):
+                specs[spec.name] = spec
+        searched = [s for s in specs.values() if s.index]
+        qtype = rt.classify(query)
+        terms = rt.query_terms(query)
+        hits: list[Hit] = []
+        path: list[dict[str, Any]] = []
+        if searched and terms:
+            self.sync_index()
+            route = ROUTED_KINDS(qtype) if kinds is None else kinds
+            stages: list[tuple[str, Sequence[str] | None, bool]] = []
+            if kinds is None and route:
+                stages.append(("routed", route, include_cold))
+            stages.append(("all kinds" if kinds is None else "kinds", kinds, include_cold))
+            if not include_cold:
+                stages.append(("cold", kinds, True))
+            for name, stage_kinds, cold in stages:
+                hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches, explain)
+                best = max((h.confidence for h in hits), default=0.0)
+                path.append({"stage": name, "kinds": list(stage_kinds) if stage_kinds else None, "cold": cold,
+                             "hits": len(hits), "confidence": round(best, 3)})
+                if best >= CASCADE_BELOW and len(hits) >= min(k, 1):
+                    break
+            self._touch(hits)
+            hits = [_with(h, {**(h.why or {}), "type": qtype, "path": path}, explain=explain) for h in hits]
+        attrs = None
+        if span is not None:
+            attrs = {
+                "db.response.returned_rows": len(hits),
+                "hrm.memory.query_type": qtype,
+                "hrm.memory.query_terms": len(terms),
+                "hrm.memory.namespaces": len(searched),
+                "hrm.memory.stages": len(path),
+                "hrm.memory.confidence": round(hits[0].confidence, 3) if hits else 0.0,
+            }
+        return hits, attrs
+
+    def _touch(self, hits: list[Hit]) -> None:
+        ids = [h.why["id"] for h in hits if h.why and h.why.get("id") is not None]
+        if ids and self.disk_index is not None:
+            self.disk_index.touch(ids)
+
+    def _search(self, specs: list[NamespaceSpec], query: str, terms: list[str], qtype: str,
+                kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
+                matches: Callable[[Any], bool] | None, explain: bool) -> list[Hit]:
+        names = [s.name for s in specs]
+        want = max(50, 4 * k)
+        match = rt.fts_query(terms)
+        candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
+        lexical: list[tuple[str, str]] = []
+        for index, session in ((self.mem_index, True), (self.disk_index, False)):
+            if index is None:
+                continue
+            for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix):
+                ref = (row.ns, row.key)
+                if ref not in candidates:  # a session copy supersedes the persisted one
+                    candidates[ref] = (row, session)
+                    lexical.append(ref)
+        lexical.sort(key=lambda ref: candidates[ref][0].score)
+        dense = self._dense(query, names, cold, want, candidates) if self.embedder is not None else []
+        fused = _fuse(lexical, dense, candidates)
+        top_lex = -candidates[lexical[0]][0].score if lexical else 1.0
+        now = time.time()
+        hits: list[Hit] = []
+        for ref, fscore in fused:
+            row, session = candidates[ref]
+            spec = self._specs.get(row.ns)
+            if spec is None:
+                continue
+            st = self.lookup(spec, row.key)
+            if st is None or st.version != row.version or (st.tier == "cold" and not cold):
+                if not session or st is None:
+                    self.bus.touched.add(ref)  # stale row: re-indexed on the next recall
+                continue
+            value = self.decode(spec, st, False)
+            if matches is not None and not matches(value):
+                continue
+            record = Record.from_stored(spec.name, st, value, st.tier != "hot")
+            relevance = min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0
+            cover = rt.coverage(terms, row.body + " " + rt.context(spec.name, row.key, row.kind))
+            age_days = max(0.0, now - st.updated_us / 1e6) / 86400
+            recency = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+            quality = 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance
+            routed = bool(row.kind) and row.kind in ROUTED_KINDS(qtype)
+            boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
+            score = fscore * boost
+            hits.append(Hit(spec.name, row.key, record, score, 0.0,
+                            {"id": None if session else row.id, "relevance": relevance, "coverage": cover, "recency": recency,
+                             "quality": quality, "routed": routed, "lexical_rank": _rank(lexical, ref),
+                             "dense_rank": _rank([r for r, _ in dense], ref), "hits": row.hits}))
+            if len(hits) >= 2 * k:
+                break
+        hits.sort(key=lambda h: (-h.score, h.namespace, h.key))
+        hits = hits[:k]
+        return [_with(h, h.why, confidence=_confidence(h, hits, terms)) for h in hits]
+
+    def _dense(self, query: str, names: list[str], cold: bool, want: int,
+               candidates: dict[tuple[str, str], tuple[Any, bool]]) -> list[tuple[tuple[str, str], float]]:
+        assert self.embedder is not None
+        q = self.embedder.query(query)
+        scored: list[tuple[float, int, str, str, bool]] = []
+        wanted = set(names)
+        for index, session in ((self.mem_index, True), (self.disk_index, False)):
+            if index is None:
+                continue
+            for rid, ns, key, blob in self._vectors(index, cold):
+                if ns in wanted:
+                    v = array("f")
+                    v.frombytes(blob)
+                    if len(v) == len(q):
+                        scored.append((sum(a * b for a, b in zip(q, v)), rid, ns, key, session))
+        scored.sort(reverse=True)
+        top = scored[:want]
+        out = []
+        for index, session in ((self.mem_index, True), (self.disk_index, False)):
+            if index is None:
+                continue
+            rows = index.rows([rid for _, rid, _, _, s in top if s is session])
+            for cos, rid, ns, key, s in top:
+                if s is session and rid in rows and (ns, key) not in candidates:
+                    candidates[(ns, key)] = (rows[rid], session)
+        for cos, rid, ns, key, s in top:
+            out.append(((ns, key), cos))
+        return out
+
+    def _vectors(self, index: SearchIndex, cold: bool) -> list[tuple[int, str, str, bytes]]:
+        cached = self._dense_cache.get(id(index))
+        if cached is None or cached[0] != int(cold):
+            names = sorted(self.bus.indexed)
+            cached = (int(cold), index.vectors(names, cold=cold))
+            self._dense_cache[id(index)] = cached
+        return cached[1]
+
+
+def ROUTED_KINDS(qtype: str) -> tuple[str, ...]:  # noqa: N802  (a table lookup spelled as a call)
+    return rt.ROUTES.get(qtype, ())
+
+
+def _rank(refs: list[tuple[str, str]], ref: tuple[str, str]) -> int | None:
+    try:
+        return refs.index(ref) + 1
+    except ValueError:
+        return None
+
+
+def _fuse(lexical: list[tuple[str, str]], dense: list[tuple[tuple[str, str], float]],
+          candidates: dict[tuple[str, str], tuple[Any, bool]]) -> list[tuple[tuple[str, str], float]]:
+    """Order candidates: by bm25 alone, or fused with the dense list by
+    reciprocal rank, by document (never by list position)."""
+    if not dense:
+        return [(ref, -candidates[ref][0].score) for ref in lexical]
+    scores: dict[tuple[str, str], float] = {}
+    for i, ref in enumerate(lexical):
+        scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
+    for i, (ref, _) in enumerate(dense):
+        scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _confidence(hit: Hit, hits: list[Hit], terms: list[str]) -> float:
+    """Relevance, source quality, recency, consistency (how many of the other
+    hits corroborate the query words this one matches) and completeness
+    (share of the query's words it covers), weighted by :data:`WEIGHTS`."""
+    why = hit.why or {}
+    others = [h for h in hits if h is not hit]
+    consistency = 1.0
+    if others:
+        agree = sum(1 for h in others if (h.why or {}).get("coverage", 0) > 0 and h.namespace == hit.namespace)
+        consistency = 0.5 + 0.5 * agree / len(others)
+    parts = (why.get("relevance", 0.0), why.get("quality", 0.5), why.get("recency", 0.5), consistency,
+             why.get("coverage", 0.0))
+    return round(float(sum(w * p for w, p in zip(WEIGHTS, parts, strict=True))), 4)
+
+
+def _with(hit: Hit, why: dict[str, Any] | None, *, confidence: float | None = None, explain: bool = True) -> Hit:
+    return Hit(hit.namespace, hit.key, hit.record, round(hit.score, 6),
+               hit.confidence if confidence is None else confidence, why if explain else None)
+
+
+def _since_us(since: Any) -> int | None:
+    if since is None:
+        return None
+    if isinstance(since, datetime):
+        if since.tzinfo is None:
+            raise InvalidArgument("since must be timezone-aware (or epoch seconds)")
+        return int(since.timestamp() * 1_000_000)
+    if type(since) in (int, float) and math.isfinite(since):
+        return int(since * 1_000_000)
+    raise InvalidArgument(f"since must be a datetime or epoch seconds, not {since!r}")
+
+
+__all__ = ["CASCADE_BELOW", "WEIGHTS", "Embedder", "Hit", "Recalling", "SearchIndex"]

@@ -1,0 +1,276 @@
+"""The recall index: SQLite FTS5 over the readable text of indexed namespaces.
+
+Derived data, never the truth: every hit is checked against the store before
+it is served (:mod:`hrm_memory.recall`), and the index is caught up from the
+change log or rebuilt from the records after a crash. Two instances serve a
+manager: one file (``<root>/index/recall.db``) for persisted records, and one
+in process memory for the hot tier and for consent-gated values awaiting
+consent, so gated text never reaches the disk before consent.
+
+The file is private (0600, in a 0700 directory that must not be a link),
+opened in WAL mode so several processes can share it (writes serialise on
+SQLite's own lock), with ``secure_delete`` so that deleted rows are zeroed
+and a purge leaves no text behind in free pages; a purge also merges the
+FTS segments (``optimize``) and truncates the WAL.
+
+The tokenizer is FTS5's ``porter unicode61``: Unicode-aware words, diacritics
+folded, English suffixes stemmed ("walking" finds "walked").
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hrm_memory.errors import CorruptRecord, StorageError
+from hrm_memory.recall import Doc
+from . import fsutil as _fs
+
+FILE_NAME = "recall.db"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY,
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    tier TEXT NOT NULL,
+    kind TEXT,
+    importance REAL NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0,
+    UNIQUE(ns, key)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+#: Weights of the two columns in bm25: the record's text, and its context
+#: (key words, namespace, kind).
+BODY_WEIGHT, CTX_WEIGHT = 1.0, 0.4
+
+
+class Row(NamedTuple):
+    """A search candidate (``score``: bm25, lower is better)."""
+
+    id: int
+    ns: str
+    key: str
+    version: int
+    updated_us: int
+    tier: str
+    kind: str | None
+    importance: float
+    hits: int
+    body: str
+    score: float
+
+
+class TextIndex:
+    """One FTS5 index (a file under ``directory``, or memory when None). Thread-safe."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.path = None if directory is None else directory / FILE_NAME
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def persistent(self) -> bool:
+        return self.path is not None
+
+    def _conn(self) -> sqlite3.Connection:
+        db = self._db
+        if db is not None:
+            return db
+        if self.path is None:
+            db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        else:
+            db = self._open_file(self.path)
+        try:
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise CorruptRecord(f"the recall index {self.path} is damaged ({exc}); delete it to rebuild") from None
+        self._db = db
+        return db
+
+    @staticmethod
+    def _open_file(path: Path) -> sqlite3.Connection:
+        directory = path.parent
+        _fs.ensure_real_dirs(directory.parent, directory.name)
+        try:
+            _fs.make_dirs(directory, durable=False)
+            for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+                p = directory / name
+                if p.is_symlink():
+                    raise StorageError(f"{p} is a symbolic link; hrm-memory never follows links", path=str(p))
+            # Created here with 0600 (SQLite would use the umask); -wal and
+            # -shm take the main file's permissions.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _fs.NOFOLLOW, _fs.FILE_MODE)
+            os.close(fd)
+        except OSError as exc:
+            raise _fs.storage_error(exc, "open the recall index", path) from None
+        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # derived data: rebuilt from the logs if lost
+        db.execute("PRAGMA secure_delete=ON")
+        return db
+
+    # -- writing ----------------------------------------------------------------
+
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
+        """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction."""
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for ns, key in removals:
+                    self._remove(db, ns, key)
+                for doc in upserts:
+                    row = db.execute("SELECT id, hits, version FROM docs WHERE ns=? AND key=?", (doc.ns, doc.key)).fetchone()
+                    hits = 0
+                    if row is not None:
+                        if row[2] > doc.version:
+                            continue  # another process indexed a newer version meanwhile
+                        hits = row[1]
+                        self._remove(db, doc.ns, doc.key)
+                    cur = db.execute(
+                        "INSERT INTO docs(ns, key, version, created_us, updated_us, tier, kind, importance, hits)"
+                        " VALUES (?,?,?,?,?,?,?,?,?)",
+                        (doc.ns, doc.key, doc.version, doc.created_us, doc.updated_us, doc.tier, doc.kind,
+                         doc.importance, hits),
+                    )
+                    rowid = cur.lastrowid
+                    db.execute("INSERT INTO fts(rowid, body, ctx) VALUES (?,?,?)", (rowid, doc.body, doc.ctx))
+                    if doc.vec is not None:
+                        db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
+                for name, value in (meta or {}).items():
+                    db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?,?)", (name, value))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _remove(db: sqlite3.Connection, ns: str, key: str) -> None:
+        row = db.execute("SELECT id FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+            db.execute("DELETE FROM vecs WHERE id=?", (row[0],))
+            db.execute("DELETE FROM docs WHERE id=?", (row[0],))
+
+    def purge(self, namespace: str) -> int:
+        """Remove every row of ``namespace`` and leave none of its text in the
+        file: merged segments, zeroed free pages, an empty WAL."""
+        with self._lock:
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return 0
+            db = self._conn()
+            keys = [k for (k,) in db.execute("SELECT key FROM docs WHERE ns=?", (namespace,))]
+            self.apply([], [(namespace, k) for k in keys])
+            db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+            if self.path is not None:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return len(keys)
+
+    def touch(self, ids: Iterable[int]) -> None:
+        """Count one access of each row (ranking uses access counts)."""
+        ids = list(ids)
+        if not ids:
+            return
+        with self._lock:
+            try:
+                self._conn().executemany("UPDATE docs SET hits = hits + 1 WHERE id=?", [(i,) for i in ids])
+            except sqlite3.OperationalError:
+                pass  # busy elsewhere: an access count is a hint, never worth failing a recall
+
+    # -- reading ----------------------------------------------------------------
+
+    def meta(self, name: str) -> str | None:
+        with self._lock:
+            row = self._conn().execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+            return None if row is None else str(row[0])
+
+    def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]:
+        """``key -> (version, updated_us, tier)`` of every row of ``namespace``."""
+        with self._lock:
+            rows = self._conn().execute("SELECT key, version, updated_us, tier FROM docs WHERE ns=?", (namespace,))
+            return {k: (v, u, t) for k, v, u, t in rows}
+
+    def namespaces(self) -> set[str]:
+        with self._lock:
+            return {ns for (ns,) in self._conn().execute("SELECT DISTINCT ns FROM docs")}
+
+    def search(
+        self,
+        match: str,
+        namespaces: Sequence[str],
+        *,
+        cold: bool,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        since_us: int | None = None,
+        prefix: str | None = None,
+    ) -> list[Row]:
+        """The best ``limit`` rows matching the FTS5 expression ``match``."""
+        if not namespaces:
+            return []
+        where = [f"d.ns IN ({','.join('?' * len(namespaces))})"]
+        args: list[Any] = [match, *namespaces]
+        if not cold:
+            where.append("d.tier != 'cold'")
+        if kinds is not None:
+            where.append(f"d.kind IN ({','.join('?' * len(kinds))})")
+            args.extend(kinds)
+        if since_us is not None:
+            where.append("d.updated_us >= ?")
+            args.append(since_us)
+        if prefix:
+            where.append("substr(d.key, 1, ?) = ?")
+            args.extend([len(prefix), prefix])
+        sql = (
+            f"SELECT d.id, d.ns, d.key, d.version, d.updated_us, d.tier, d.kind, d.importance, d.hits,"
+            f" fts.body, bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}) AS s"
+            f" FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND {' AND '.join(where)}"
+            f" ORDER BY s LIMIT ?"
+        )
+        args.append(limit)
+        with self._lock:
+            if self._db is None and self.path is not None and not self.path.exists():
+                return []
+            return [Row(*r) for r in self._conn().execute(sql, args)]
+
+    def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]:
+        """``(id, ns, key, vector)`` of every row with a vector in ``namespaces``."""
+        if not namespaces:
+            return []
+        sql = (
+            f"SELECT d.id, d.ns, d.key, v.vec FROM vecs v JOIN docs d ON d.id = v.id"
+            f" WHERE d.ns IN ({','.join('?' * len(namespaces))})" + ("" if cold else " AND d.tier != 'cold'")
+        )
+        with self._lock:
+            return [(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in self._conn().execute(sql, list(namespaces))]
+
+    def rows(self, ids: Sequence[int]) -> dict[int, Row]:
+        """Rows by id (score 0), for candidates found by the dense retriever."""
+        if not ids:
+            return {}
+        sql = (
+            "SELECT d.id, d.ns, d.key, d.version, d.updated_us, d.tier, d.kind, d.importance, d.hits, fts.body, 0.0"
+            f" FROM docs d JOIN fts ON fts.rowid = d.id WHERE d.id IN ({','.join('?' * len(ids))})"
+        )
+        with self._lock:
+            return {r[0]: Row(*r) for r in self._conn().execute(sql, list(ids))}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+__all__ = ["Row", "TextIndex"]
