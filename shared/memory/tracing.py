@@ -350,10 +350,14 @@ _ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PR
 class Tracing:
     """Per-manager access to the right path for the current provider."""
 
-    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred", "idle_when")
+    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred", "idle_when", "system")
 
-    def __init__(self, provider: trace.TracerProvider | None = None, *, deferred: bool = True) -> None:
+    def __init__(
+        self, provider: trace.TracerProvider | None = None, *, deferred: bool = True, system: str | None = None
+    ) -> None:
         self._provider = provider
+        #: ``db.system.name`` of the spans: the backend's (``"redis"``), or hrm-memory's own.
+        self.system = system or _DB_SYSTEM
         self._for: object = None
         self._mode = 0  # 0 off, 1 api, 2 deferred
         self._tracer: trace.Tracer | None = None
@@ -401,7 +405,7 @@ class Tracing:
         mode = self._mode
         if mode == 0:
             return None
-        attrs: dict[str, Any] = {"db.system.name": _DB_SYSTEM, "db.operation.name": op}
+        attrs: dict[str, Any] = {"db.system.name": self.system, "db.operation.name": op}
         if namespace is not None:
             attrs["db.collection.name"] = namespace if type(namespace) is str else repr(namespace)[:200]
         if key is not None:
