@@ -4,8 +4,12 @@
 under one root: warm (checksummed JSON logs), cold (archive), flock locks and
 the file change log. ``HotTier`` is process memory (session namespaces and
 gated values awaiting consent), which the pipeline keeps for every backend.
-Nothing here imports the manager or the pipeline.
+``RedisBackend`` (several hosts, one Redis server) is imported on first use:
+redis-py is the optional extra ``redis``. Nothing here imports the manager or
+the pipeline.
 """
+
+from typing import Any
 
 from .cold import ColdTier
 from .file import DURABILITY, FileBackend
@@ -13,4 +17,13 @@ from .hot import HotTier, ReadCache
 from .signal_log import FileChangeLog
 from .warm import WarmTier
 
-__all__ = ["DURABILITY", "ColdTier", "FileBackend", "FileChangeLog", "HotTier", "ReadCache", "WarmTier"]
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisBackend":
+        from .redis_backend import RedisBackend
+
+        return RedisBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["DURABILITY", "ColdTier", "FileBackend", "FileChangeLog", "HotTier", "ReadCache", "RedisBackend", "WarmTier"]

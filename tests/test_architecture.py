@@ -51,6 +51,11 @@ LAYERS: dict[str, int] = {
     "hrm_memory.recall_text": 0,
     "hrm_memory.memories": 0,
     "hrm_memory.storage": 1,
+    "hrm_memory.storage.redis_backend": 1,  # issue 11: the Redis backend and its parts
+    "hrm_memory.storage.redis_changes": 1,
+    "hrm_memory.storage.redis_conn": 1,
+    "hrm_memory.storage.redis_scripts": 1,
+    "hrm_memory.storage.redis_upkeep": 1,
     "hrm_memory.namespaces": 1,
     "hrm_memory.manager": 2,
     "hrm_memory.aio": 2,

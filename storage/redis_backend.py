@@ -1,0 +1,566 @@
+"""The Redis backend: one store shared by processes on several hosts.
+
+``RedisBackend`` implements :class:`hrm_memory.backend.Backend` on one Redis
+server (``MemoryManager(backend="redis://host:port/db")``). docs/redis.md has
+the setup, the guarantees per persistence setting and what differs from the
+file backend. Keys, all under one prefix (``hrm:`` by default; the URL's
+``?prefix=`` changes it, so stores can share a server):
+
+- ``<prefix>r:<namespace>``: hash, record key -> record blob (the live tier);
+- ``<prefix>c:<namespace>``: hash, the cold archive (same blobs);
+- ``<prefix>q:<namespace>``: hash, damaged blobs moved aside by ``check(fix=True)``;
+- ``<prefix>l:<namespace>``: the namespace's lease (a token, with an expiry);
+- ``<prefix>events``: the change stream; ``<prefix>namespaces``: set of the
+  namespaces that hold data; ``<prefix>decl`` / ``<prefix>declgen``: run-time
+  declarations and their change counter.
+
+Record keys appear only as hash fields and inside values, never in key names.
+Every change is one Lua script (:mod:`hrm_memory.storage.redis_scripts`):
+version, record and change-log entry in one atomic step.
+
+Locks. ``lock(ns)`` is re-entrant per thread (a ``threading.RLock``) and,
+across hosts, a lease taken lazily: a scope that only writes needs none (its
+write is one atomic script, which waits while another holder has the lease),
+and the first read inside a scope takes the lease and reads in one round
+trip. Until the scope ends, its writes check they still hold it (fencing): a
+holder that outlived its lease (``lease_ms``) gets :class:`LockTimeout` and
+changes nothing. So ``update()`` is atomic across hosts, and a plain write
+costs one round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
+from hrm_memory.errors import CorruptRecord, LockTimeout
+from hrm_memory.records import Finding, Stored
+from opentelemetry import trace
+from redis.exceptions import RedisError
+
+from .redis_changes import NO_TRACE, RedisChangeLog
+from .redis_conn import Settings, command, connect, failure, parse
+from .redis_scripts import SCRIPTS, decode
+from .redis_upkeep import check
+
+log = logging.getLogger("hrm_memory.redis")
+
+_PUT, _DELETE, _ARCHIVE = SCRIPTS["put"], SCRIPTS["delete"], SCRIPTS["archive"]
+_ACQUIRE, _RELEASE = SCRIPTS["acquire"], SCRIPTS["release"]
+_DECLARE, _UNDECLARE, _DECLARATIONS = SCRIPTS["declare"], SCRIPTS["undeclare"], SCRIPTS["declarations"]
+_BATCH = 500
+_get_ident = threading.get_ident
+_current_span = trace.get_current_span
+
+
+class _Hold:
+    """One namespace in this process: its keys, its re-entrant thread lock
+    and the state of its lease. The context manager ``lock()`` returns."""
+
+    __slots__ = ("backend", "namespace", "live", "cold", "quarantine", "lock", "rlock", "owner", "depth", "leased", "cross")
+
+    def __init__(self, backend: RedisBackend, namespace: str) -> None:
+        p = backend.prefix
+        self.backend = backend
+        self.namespace = namespace
+        self.live, self.cold, self.quarantine, self.lock = (f"{p}{t}:{namespace}" for t in "rcql")
+        self.rlock = threading.RLock()
+        self.owner = 0
+        self.depth = 0
+        self.leased = False
+        self.cross = True
+
+    def __enter__(self) -> _Hold:
+        if not self.rlock.acquire(timeout=self.backend.lock_timeout):
+            raise LockTimeout(f"namespace {self.namespace!r}: lock not acquired within {self.backend.lock_timeout} s",
+                              namespace=self.namespace)
+        if self.depth == 0:
+            self.owner = _get_ident()
+            self.leased = False
+            self.cross = True
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            if self.leased:
+                self.leased = False
+                self.backend._release(self)
+            self.owner = 0
+        self.rlock.release()
+
+    def mine(self) -> bool:
+        """This thread is inside a cross-host scope of the namespace."""
+        return self.depth > 0 and self.owner == _get_ident() and self.cross
+
+
+class _ThreadOnly:
+    """``lock(ns, cross_process=False)``: the thread lock without a lease."""
+
+    def __init__(self, hold: _Hold) -> None:
+        self.hold = hold
+
+    def __enter__(self) -> _Hold:
+        first = self.hold.depth == 0 or self.hold.owner != _get_ident()
+        self.hold.__enter__()
+        if first:
+            self.hold.cross = False
+        return self.hold
+
+    def __exit__(self, *exc: object) -> None:
+        self.hold.__exit__()
+
+
+class RedisBackend:
+    """Records, archive, leases, declarations and the change stream on one
+    Redis server; see the module docstring. Thread-safe; fork-safe (a child
+    gets its own connections, writer token and lease token)."""
+
+    system = "redis"
+    capabilities = frozenset({PERSISTENT, CROSS_PROCESS, ARCHIVE})
+
+    def __init__(
+        self, url: str, *, prefix: str | None = None, lock_timeout: float = 10.0, signal_log: bool = True
+    ) -> None:
+        self.settings: Settings = parse(url, prefix=prefix)
+        self.prefix = self.settings.prefix
+        self.lock_timeout = lock_timeout
+        self._shown = self.settings.shown
+        self._client = connect(self.settings)
+        self._cmd = command(self._client)
+        p = self.prefix
+        self._stream, self._nsset, self._decl, self._declgen = p + "events", p + "namespaces", p + "decl", p + "declgen"
+        self.changes: RedisChangeLog | None = (
+            RedisChangeLog(self._client, self._stream, self.settings.stream_maxlen, self._shown) if signal_log else None
+        )
+        self._maxlen = self.settings.stream_maxlen if signal_log else 0
+        self._holds: dict[str, _Hold] = {}
+        self._guard = threading.Lock()
+        self._decl_seen = ""
+        self._token = ""
+        self._new_token()
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (b := ref()) is not None and b._new_token())  # type: ignore[func-returns-value]
+
+    def _new_token(self) -> None:
+        self._token = f"{os.getpid()}.{random.getrandbits(64):016x}"
+        for h in self._holds.values():
+            h.depth, h.leased, h.owner = 0, False, 0
+            h.rlock = threading.RLock()
+
+    def _hold(self, namespace: str) -> _Hold:
+        h = self._holds.get(namespace)
+        if h is None:
+            with self._guard:
+                h = self._holds.get(namespace)
+                if h is None:
+                    h = self._holds[namespace] = _Hold(self, namespace)
+        return h
+
+    def lock(self, namespace: str, *, cross_process: bool | None = None) -> Any:
+        h = self._holds.get(namespace) or self._hold(namespace)
+        return _ThreadOnly(h) if cross_process is False else h
+
+    # -- leases ---------------------------------------------------------------------
+
+    def _wait(self, h: _Hold, res: list[Any], deadline: float | None, delay: float) -> tuple[float, float]:
+        """After a script said no: raise, or sleep before the next try."""
+        code = res[0]
+        if code == -3:
+            raise CorruptRecord(f"a record of {h.namespace!r} in Redis is damaged; run check()", namespace=h.namespace)
+        if code == -2:
+            raise LockTimeout(
+                f"the lease on {h.namespace!r} expired while held (longer than {self.settings.lease_ms} ms); "
+                "the change was not applied",
+                namespace=h.namespace,
+            )
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + self.lock_timeout
+        if now >= deadline:
+            raise LockTimeout(
+                f"namespace {h.namespace!r}: another host held its lease for more than {self.lock_timeout} s",
+                namespace=h.namespace,
+            )
+        pttl = int(res[1]) / 1000 if len(res) > 1 and int(res[1]) > 0 else delay
+        time.sleep(min(pttl, delay * (0.5 + random.random()), deadline - now))
+        return deadline, min(delay * 2, 0.02)
+
+    def _acquire(self, h: _Hold, key: str | None = None) -> bytes | None:
+        """Take (or extend) the lease; with ``key``, read that record in the same step."""
+        deadline: float | None = None
+        delay = 0.0005
+        args = (self._token, self.settings.lease_ms) if key is None else (self._token, self.settings.lease_ms, key)
+        while True:
+            try:
+                res = _ACQUIRE(self._cmd, (h.lock, h.live), *args)
+            except RedisError as exc:
+                raise failure(exc, "taking a lease", self._shown, h.namespace) from None
+            if res[0] == 1:
+                h.leased = True
+                return res[1] if len(res) > 1 else None
+            deadline, delay = self._wait(h, [-1, res[1]], deadline, delay)
+
+    def _release(self, h: _Hold) -> None:
+        try:
+            _RELEASE(self._cmd, (h.lock,), self._token)
+        except RedisError as exc:  # it expires by itself
+            log.warning("could not release the lease on %s (%s); it expires in %d ms", h.namespace, exc,
+                        self.settings.lease_ms)
+
+    def _lease_for_read(self, h: _Hold) -> None:
+        if h.mine() and not h.leased:
+            self._acquire(h)
+
+    # -- records --------------------------------------------------------------------
+
+    def get(self, namespace: str, key: str) -> Stored | None:
+        h = self._holds.get(namespace) or self._hold(namespace)
+        try:
+            if h.depth and h.owner == _get_ident() and h.cross and not h.leased:
+                blob = self._acquire(h, key)  # read-modify-write: lease and read in one step
+            else:
+                blob = self._cmd("HGET", h.live, key)
+        except RedisError as exc:
+            raise failure(exc, "a read", self._shown, namespace) from None
+        if blob is None:
+            return None
+        stored = decode(key, blob, "warm", namespace)
+        if stored is not None and stored.tier == "cold":
+            return self._fetch_cold(h, key, stored.version)
+        return stored
+
+    def _fetch_cold(self, h: _Hold, key: str, version: int) -> Stored:
+        try:
+            blob = self._cmd("HGET", h.cold, key)
+        except RedisError as exc:
+            raise failure(exc, "an archive read", self._shown, h.namespace) from None
+        found = decode(key, blob, "cold", h.namespace) if blob is not None else None
+        if found is None or found.version != version:
+            raise CorruptRecord(
+                f"archived record {h.namespace}/{key!r}: the archive copy is missing or not version {version}",
+                namespace=h.namespace,
+                key=key,
+            )
+        return found
+
+    def _trace_id(self) -> str:
+        ctx = _current_span().get_span_context()
+        return format(ctx.trace_id, "032x") if ctx.is_valid else NO_TRACE
+
+    def put(
+        self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1, created_us: int | None = None
+    ) -> Stored:
+        h = self._holds.get(namespace) or self._hold(namespace)
+        changes = self.changes
+        head, tail = changes.entry_parts("write", namespace, key, self._trace_id()) if changes else (b"", b"")
+        keys = (h.live, h.lock, self._stream, self._nsset, h.cold)
+        body = b"%08x" % zlib.crc32(value) + value
+        created = "" if created_us is None else created_us
+        deadline: float | None = None
+        delay = 0.0005
+        while True:
+            mode = "2" if h.leased and h.owner == _get_ident() else "1"
+            try:
+                res = _PUT(self._cmd, keys, mode, self._token, key, body, now_us, min_version, created,
+                           self._maxlen, head, tail, namespace)
+            except RedisError as exc:
+                raise failure(exc, "a write", self._shown, namespace) from None
+            if res[0] > 0:
+                break
+            deadline, delay = self._wait(h, res, deadline, delay)
+        version = res[0]
+        if changes is not None:
+            changes.logged("write", namespace, key, version)
+        return Stored(key, version, int(res[1]), now_us, value, "warm")
+
+    def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
+        h = self._holds.get(namespace) or self._hold(namespace)
+        changes = self.changes
+        head, tail = changes.entry_parts("delete", namespace, key, self._trace_id()) if changes else (b"", b"")
+        deadline: float | None = None
+        delay = 0.0005
+        while True:
+            mode = "2" if h.leased and h.owner == _get_ident() else "1"
+            try:
+                res = _DELETE(self._cmd, (h.live, h.lock, self._stream, h.cold), mode, self._token, key, now_us,
+                              self._maxlen, head, tail)
+            except RedisError as exc:
+                raise failure(exc, "a delete", self._shown, namespace) from None
+            if res[0] >= 0:
+                break
+            deadline, delay = self._wait(h, res, deadline, delay)
+        if res[0] == 0:
+            return None
+        _, version, created, updated, kind = res
+        if changes is not None:
+            changes.logged("delete", namespace, key, version + 1)
+        return Stored(key, version, int(created), int(updated), b"", "cold" if kind == b"a" else "warm")
+
+    def _hscan(self, hkey: str, namespace: str) -> Iterator[tuple[str, bytes]]:
+        """Every (field, value) of a hash, in batches (each at most once)."""
+        cursor: Any = 0
+        seen: set[bytes] | None = None
+        while True:
+            try:
+                cursor, flat = self._cmd("HSCAN", hkey, cursor, "COUNT", _BATCH)
+            except RedisError as exc:
+                raise failure(exc, "a scan", self._shown, namespace) from None
+            last = cursor in (0, b"0")
+            if seen is None and not last:
+                seen = set()
+            # redis-py's reply callback turns HSCAN's flat list into a dict
+            for field, value in flat.items():
+                if seen is not None:
+                    if field in seen:
+                        continue
+                    seen.add(field)
+                yield field.decode(), value
+            if last:
+                return
+
+    def scan(self, namespace: str, *, include_cold: bool = False, strict: bool = True) -> Iterator[Stored]:
+        h = self._holds.get(namespace) or self._hold(namespace)
+        self._lease_for_read(h)
+        markers: dict[str, int] = {}
+        for key, blob in self._hscan(h.live, namespace):
+            try:
+                st = decode(key, blob, "warm", namespace)
+            except CorruptRecord:
+                if strict:
+                    raise
+                continue
+            if st is None:
+                continue
+            if st.tier == "cold":
+                markers[key] = st.version
+            else:
+                yield st
+        if include_cold and markers:
+            names = list(markers)
+            for i in range(0, len(names), _BATCH):
+                chunk = names[i : i + _BATCH]
+                try:
+                    blobs = self._cmd("HMGET", h.cold, *chunk)
+                except RedisError as exc:
+                    raise failure(exc, "an archive scan", self._shown, namespace) from None
+                for key, blob in zip(chunk, blobs):
+                    try:
+                        st = decode(key, blob, "cold", namespace) if blob is not None else None
+                    except CorruptRecord:
+                        if strict:
+                            raise
+                        continue
+                    if st is not None and st.version == markers[key]:
+                        yield st
+                    elif strict:
+                        raise CorruptRecord(f"archived record {namespace}/{key!r} is missing from the archive",
+                                            namespace=namespace, key=key)
+
+    def keys(self, namespace: str) -> list[tuple[str, int, int]]:
+        return [(st.key, st.created_us, st.updated_us) for st in self.scan(namespace, strict=False)]
+
+    # -- tiers ----------------------------------------------------------------------
+
+    def archive(self, namespace: str, records: list[Stored]) -> list[str]:
+        if not records:
+            return []
+        h = self._hold(namespace)
+        self._lease_for_read(h)
+        changes = self.changes
+        tid = self._trace_id()
+        versions = {st.key: st.version for st in records}
+        moved: list[str] = []
+        for i in range(0, len(records), _BATCH):
+            args: list[Any] = []
+            for st in records[i : i + _BATCH]:
+                entry = changes.entry("archive", namespace, st.key, st.version, tid) if changes else b""
+                args += [st.key, st.version, entry]
+            deadline: float | None = None
+            delay = 0.0005
+            while True:
+                mode = "2" if h.leased and h.owner == _get_ident() else "1"
+                try:
+                    res = _ARCHIVE(self._cmd, (h.live, h.lock, self._stream, h.cold), mode, self._token,
+                                   self._maxlen, *args)
+                except RedisError as exc:
+                    raise failure(exc, "archiving", self._shown, namespace) from None
+                if res[0] > 0:
+                    break
+                deadline, delay = self._wait(h, res, deadline, delay)
+            for raw in res[1]:
+                key = raw.decode()
+                moved.append(key)
+                if changes is not None:
+                    changes.logged("archive", namespace, key, versions[key])
+        return moved
+
+    def purge(self, namespace: str) -> dict[str, int]:
+        """Every record, archive copy, quarantined blob and change-log entry
+        of the namespace; then asks Redis to rewrite its AOF (and RDB
+        snapshot, if it keeps one) so no old copy stays in those files."""
+        h = self._hold(namespace)
+        with h:
+            self._acquire(h)
+            try:
+                counts = {"warm": 0, "cold": 0, "quarantine": 0}
+                for _, blob in self._hscan(h.live, namespace):
+                    counts["warm"] += blob[:1] in (b"w", b"a")
+                pipe = self._client.pipeline(transaction=True)
+                pipe.hlen(h.cold)
+                pipe.hlen(h.quarantine)
+                pipe.unlink(h.live, h.cold, h.quarantine)
+                pipe.srem(self._nsset, namespace)
+                cold, quarantined, _, _ = pipe.execute()
+            except RedisError as exc:
+                raise failure(exc, "a purge", self._shown, namespace) from None
+            counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
+            counts["events"] = self._purge_events(namespace)
+        counts["rewrite"] = self._rewrite_files()
+        return counts
+
+    def _purge_events(self, namespace: str) -> int:
+        if self.changes is None and not self._cmd("EXISTS", self._stream):
+            return 0
+        removed, start = 0, "-"
+        try:
+            while True:
+                batch = self._cmd("XRANGE", self._stream, start, "+", "COUNT", _BATCH)
+                ids = []
+                for entry_id, fields in batch:  # (id, {field: value}) after redis-py's reply callback
+                    try:
+                        if orjson.loads(fields[b"e"])[2] == namespace:
+                            ids.append(entry_id)
+                    except (KeyError, ValueError, IndexError, TypeError, orjson.JSONDecodeError):
+                        continue
+                if ids:
+                    removed += int(self._cmd("XDEL", self._stream, *ids))
+                if len(batch) < _BATCH:
+                    return removed
+                start = "(" + batch[-1][0].decode()
+        except RedisError as exc:
+            raise failure(exc, "purging the change log", self._shown, namespace) from None
+
+    def _rewrite_files(self) -> int:
+        """Ask Redis to rewrite its persistence files from the data as it is now."""
+        try:
+            conf = self._client.config_get("appendonly")
+            started = 0
+            if conf.get("appendonly") == "yes":
+                self._cmd("BGREWRITEAOF")
+                started += 1
+            if self._client.config_get("save").get("save"):
+                self._cmd("BGSAVE", "SCHEDULE")
+                started += 1
+            return started
+        except RedisError as exc:  # CONFIG may be disabled on a managed server
+            log.warning("purge: could not ask Redis to rewrite its files (%s); old copies stay until it does", exc)
+            return 0
+
+    # -- run-time declarations ------------------------------------------------------
+
+    def declarations(self) -> dict[str, dict[str, Any]] | None:
+        try:
+            res = _DECLARATIONS(self._cmd, (self._decl, self._declgen), self._decl_seen)
+        except RedisError as exc:
+            raise failure(exc, "reading declarations", self._shown) from None
+        if len(res) == 1:
+            return None
+        declared: dict[str, dict[str, Any]] = {}
+        flat = res[1]
+        for i in range(0, len(flat), 2):
+            declared[flat[i].decode()] = self._spec(flat[i].decode(), flat[i + 1])
+        self._decl_seen = res[0].decode()
+        return declared
+
+    def _spec(self, name: str, raw: bytes) -> dict[str, Any]:
+        try:
+            spec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            spec = None
+        if type(spec) is not dict:
+            raise CorruptRecord(f"run-time declaration {name!r} in Redis ({self._decl}) is damaged; left untouched",
+                                namespace=name)
+        return spec
+
+    def declare(self, name: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            found = _DECLARE(self._cmd, (self._decl, self._declgen), name, orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
+        except RedisError as exc:
+            raise failure(exc, "a declaration", self._shown, name) from None
+        return None if found is None else self._spec(name, found)
+
+    def undeclare(self, name: str) -> bool:
+        try:
+            return bool(_UNDECLARE(self._cmd, (self._decl, self._declgen), name))
+        except RedisError as exc:
+            raise failure(exc, "an undeclaration", self._shown, name) from None
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def _namespaces(self) -> list[str]:
+        try:
+            return sorted(m.decode() for m in self._cmd("SMEMBERS", self._nsset))
+        except RedisError as exc:
+            raise failure(exc, "listing namespaces", self._shown) from None
+
+    def check(self, fix: bool = False) -> list[Finding]:
+        return check(self, fix)
+
+    def compact(self, namespace: str | None = None) -> int:
+        """Nothing to rewrite: Redis frees a record's memory when it is
+        replaced (tombstones stay: they keep versions from going back)."""
+        return 0
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for ns in self._namespaces():
+            h = self._hold(ns)
+            row = {"keys": 0, "archived": 0, "bytes": 0, "cold_bytes": 0}
+            for _, blob in self._hscan(h.live, ns):
+                kind = blob[:1]
+                if kind == b"w":
+                    row["keys"] += 1
+                    row["bytes"] += len(blob.split(b":", 3)[-1]) - 8
+                elif kind == b"a":
+                    row["archived"] += 1
+            for _, blob in self._hscan(h.cold, ns):
+                row["cold_bytes"] += len(blob)
+            out[ns] = row
+        return out
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "url": self._shown,
+            "prefix": self.prefix,
+            "locking": "lease",
+            "lease_ms": self.settings.lease_ms,
+            "stream_maxlen": self.settings.stream_maxlen,
+            "change_log_gaps": self.changes.gaps if self.changes is not None else 0,
+        }
+        try:
+            conf = self._client.config_get("append*")
+            out["appendonly"], out["appendfsync"] = conf.get("appendonly"), conf.get("appendfsync")
+        except RedisError:
+            out["appendonly"] = out["appendfsync"] = "unknown"
+        return out
+
+    def close(self) -> None:
+        self._client.close()
+        self._client.connection_pool.disconnect()
+
+    def __repr__(self) -> str:
+        return f"RedisBackend({self._shown!r}, prefix={self.prefix!r})"
+
+
+__all__ = ["RedisBackend"]

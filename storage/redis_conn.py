@@ -1,0 +1,138 @@
+"""Connecting to Redis, and what its failures become.
+
+``connect(url)`` builds one redis-py client (a thread-safe connection pool)
+from a ``redis://`` or ``rediss://`` URL. The URL's query may carry this
+package's own options (removed before redis-py sees the URL):
+
+- ``prefix`` (default ``hrm:``): the start of every key this store uses, so
+  several stores can share one server and database;
+- ``lease_ms`` (default 10000): how long a namespace lease lasts without use;
+- ``stream_maxlen`` (default 100000): change-log entries kept (approximately);
+
+and redis-py's own (``socket_timeout``, ``socket_connect_timeout``, ...).
+Socket timeouts default to 5 s (commands) and 2 s (connecting), so an
+operation against a server that stopped answering fails within a bounded
+time; redis-py's automatic retries are off (a retried write could apply
+twice), so every failure reaches the caller as a typed error:
+:class:`BackendUnavailable` (the server cannot be reached, is loading its
+data, or did not answer in time), :class:`StorageError` (it refused a write:
+out of memory, read-only replica, persistence failing) or
+:class:`CorruptRecord` (one of our keys holds something else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+from hrm_memory.errors import BackendUnavailable, CorruptRecord, InvalidArgument, MemoryStoreError, StorageError
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+SCHEMES = ("redis://", "rediss://")
+DEFAULT_PREFIX = "hrm:"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the URL says, with the package's own options taken out."""
+
+    url: str  # for redis-py (may hold a password: never logged)
+    shown: str  # the same without credentials, for info() and messages
+    prefix: str
+    lease_ms: int
+    stream_maxlen: int
+
+
+def parse(url: str, *, prefix: str | None = None) -> Settings:
+    if not isinstance(url, str) or not url.startswith(SCHEMES):
+        raise InvalidArgument(f"a Redis backend URL starts with redis:// or rediss://, not {str(url)[:40]!r}")
+    parts = urlsplit(url)
+    ours = {"prefix": prefix or DEFAULT_PREFIX, "lease_ms": "10000", "stream_maxlen": "100000"}
+    rest = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in ours:
+            if name != "prefix" or prefix is None:
+                ours[name] = value
+        else:
+            rest.append((name, value))
+    try:
+        lease_ms, maxlen = int(ours["lease_ms"]), int(ours["stream_maxlen"])
+    except ValueError:
+        raise InvalidArgument("lease_ms and stream_maxlen must be integers") from None
+    if lease_ms < 100 or maxlen < 1000:
+        raise InvalidArgument("lease_ms must be >= 100 and stream_maxlen >= 1000")
+    if not ours["prefix"] or any(c.isspace() for c in ours["prefix"]):
+        raise InvalidArgument("the key prefix must be a non-empty string without spaces")
+    clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+    host = parts.hostname or "localhost"
+    shown = f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or '/0'}"
+    return Settings(clean, shown, ours["prefix"], lease_ms, maxlen)
+
+
+def connect(settings: Settings) -> redis.Redis:
+    """A client over a connection pool: timeouts on, automatic retries off."""
+    return redis.Redis.from_url(
+        settings.url,
+        **{
+            "socket_timeout": 5.0,
+            "socket_connect_timeout": 2.0,
+            **_url_timeouts(settings.url),
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+            "decode_responses": False,
+        },
+    )
+
+
+#: ``client.execute_command``, typed: every call of this package goes through it.
+Command = Callable[..., Any]
+
+
+def command(client: redis.Redis) -> Command:
+    cmd: Command = client.execute_command
+    return cmd
+
+
+def _url_timeouts(url: str) -> dict[str, float]:
+    """Timeouts the URL sets itself win over the defaults above."""
+    out = {}
+    for name, value in parse_qsl(urlsplit(url).query):
+        if name in ("socket_timeout", "socket_connect_timeout"):
+            try:
+                out[name] = float(value)
+            except ValueError:
+                raise InvalidArgument(f"{name} must be a number of seconds") from None
+    return out
+
+
+def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None) -> MemoryStoreError:
+    """The typed error for a failed Redis call (``what``: the operation)."""
+    kind = type(exc).__name__
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+        # BusyLoadingError (the server is loading its data after a restart)
+        # is a ConnectionError in redis-py: unavailable for now, too.
+        return BackendUnavailable(
+            f"Redis at {shown} is unavailable ({kind}: {exc}) during {what}; nothing was changed by the failed "
+            "call unless it had reached the server (a write whose answer was lost may have been applied: read "
+            "it back)",
+            backend=shown,
+            operation=what,
+            namespace=namespace,
+        )
+    text = str(exc)
+    if isinstance(exc, ResponseError) and text.startswith(("WRONGTYPE", "ERR Error running script")):
+        return CorruptRecord(
+            f"Redis at {shown}: a key of this store holds data it did not write ({text[:200]}) during {what}",
+            namespace=namespace,
+        )
+    return StorageError(f"Redis at {shown} refused {what} ({kind}: {text[:200]})", namespace=namespace, path=shown)
+
+
+__all__ = ["DEFAULT_PREFIX", "SCHEMES", "Command", "Settings", "command", "connect", "failure", "parse"]
