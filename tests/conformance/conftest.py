@@ -11,6 +11,7 @@ very same assertions hold for both; a new backend is one more entry in
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,7 +84,28 @@ def _async(root: Path) -> Any:
     return AsyncBridge(root, durability="flush")
 
 
-DRIVERS: dict[str, Callable[[Path], Any]] = {"file-sync": _sync, "file-async": _async}
+def _redis_url(root: Path) -> str:
+    """The shared test redis-server, with a key prefix of this test's own (from
+    its root: two stores opened by one test share it, other tests do not)."""
+    from tests.helpers.redis_server import shared_server
+
+    return f"{shared_server().url}?prefix=c{hashlib.sha1(str(root).encode()).hexdigest()[:16]}:"
+
+
+def _redis_sync(root: Path) -> Any:
+    return MemoryManager(root, backend=_redis_url(root))
+
+
+def _redis_async(root: Path) -> Any:
+    return AsyncBridge(root, backend=_redis_url(root))
+
+
+DRIVERS: dict[str, Callable[[Path], Any]] = {
+    "file-sync": _sync,
+    "file-async": _async,
+    "redis-sync": _redis_sync,
+    "redis-async": _redis_async,
+}
 
 
 @pytest.fixture(params=sorted(DRIVERS))

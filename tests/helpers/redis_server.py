@@ -1,0 +1,180 @@
+"""A real redis-server for the tests: started on a free loopback port in a
+temporary directory, stopped afterwards. No mocks, no fakeredis.
+
+- :func:`require_redis` skips a test (with the reason) when there is no
+  ``redis-server`` binary, and fails it instead when ``HRM_MEMORY_REQUIRE_REDIS=1``
+  (CI sets it: a missing server must not turn the Redis tests into skips).
+- :func:`shared_server` is one server per test process, started on first use
+  and stopped at exit; tests isolate themselves with a key prefix of their own
+  (:func:`fresh_url`), so they can share it.
+- :class:`RedisServer` is a server of a test's own, for the fault tests
+  (``kill()`` is SIGKILL, ``restart()`` starts it again on the same port and
+  directory, ``pause()``/``resume()`` are SIGSTOP/SIGCONT).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+BINARY_ENV = "HRM_MEMORY_REDIS_SERVER"  # a redis-server to use instead of the one on PATH
+REQUIRE_ENV = "HRM_MEMORY_REQUIRE_REDIS"
+
+
+def binary() -> str | None:
+    return os.environ.get(BINARY_ENV) or shutil.which("redis-server")
+
+
+def require_redis() -> str:
+    """The redis-server binary, or skip (fail under HRM_MEMORY_REQUIRE_REDIS=1)."""
+    found = binary()
+    if found is None:
+        reason = "no redis-server binary on PATH (apt-get install redis-server; .ci/run installs it)"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process on 127.0.0.1 with its data in ``directory``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        appendonly: bool = False,
+        appendfsync: str = "everysec",
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.binary = require_redis()
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def fresh_url(self, **query: str) -> str:
+        """The URL with a key prefix no other test uses (plus more query options)."""
+        query.setdefault("prefix", f"t{uuid.uuid4().hex[:12]}:")
+        return self.url + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+    def start(self, timeout: float = 15.0) -> RedisServer:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
+            "--daemonize", "no",
+            "--logfile", str(self.dir / "redis.log"),
+            *self.extra,
+        ]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{log}")
+            if self.ping():
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer within {timeout} s")
+
+    def ping(self) -> bool:
+        """PING answered with PONG (and the data loaded: no LOADING reply)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final fsync."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def restart(self) -> RedisServer:
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)  # in case it was paused
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.proc = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_shared: RedisServer | None = None
+
+
+def shared_server() -> RedisServer:
+    """One server for this test process (started on first use, stopped at exit)."""
+    global _shared
+    if _shared is None or _shared.proc is None or _shared.proc.poll() is not None:
+        directory = Path(tempfile.mkdtemp(prefix="hrm-redis-"))
+        server = RedisServer(directory).start()
+        _shared = server
+
+        def stop() -> None:
+            server.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(stop)
+    return _shared
+
+
+def fresh_url(**query: str) -> str:
+    """A URL on the shared server with a key prefix of its own."""
+    return shared_server().fresh_url(**query)
+
+
+__all__ = ["REQUIRE_ENV", "RedisServer", "binary", "fresh_url", "free_port", "require_redis", "shared_server"]
