@@ -183,10 +183,14 @@ class TextIndex:
         if not ids:
             return
         with self._lock:
+            db = self._conn()
             try:
-                self._conn().executemany("UPDATE docs SET hits = hits + 1 WHERE id=?", [(i,) for i in ids])
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("UPDATE docs SET hits = hits + 1 WHERE id=?", [(i,) for i in ids])
+                db.execute("COMMIT")
             except sqlite3.OperationalError:
-                pass  # busy elsewhere: an access count is a hint, never worth failing a recall
+                if db.in_transaction:
+                    db.execute("ROLLBACK")  # busy elsewhere: a count is a hint, never worth failing a recall
 
     # -- reading ----------------------------------------------------------------
 
@@ -240,8 +244,8 @@ class TextIndex:
         )
         args.append(limit)
         with self._lock:
-            if self._db is None and self.path is not None and not self.path.exists():
-                return []
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return []  # nothing indexed yet: not worth creating the database for
             return [Row(*r) for r in self._conn().execute(sql, args)]
 
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]:

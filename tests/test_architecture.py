@@ -67,6 +67,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.migration": 3,
     "hrm_memory.cli": 4,
     "hrm_memory.cli_trace": 4,
+    "hrm_memory.cli_recall": 4,
     "hrm_memory.demo": 4,
 }
 #: Folder of the repository each subpackage comes from (the core is shared/memory).

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from . import cli_trace
+from . import cli_recall, cli_trace
 from .errors import BadInput, MemoryStoreError, Unsupported
 from .manager import MemoryManager, default_root
 from .spec import CONSENT_CATEGORIES, TIERS, NamespaceSpec
@@ -305,6 +305,7 @@ COMMANDS = {
     "consent": cmd_consent,
     "declare": cmd_declare,
     "undeclare": cmd_undeclare,
+    "recall": cli_recall.cmd_recall,
 }
 
 
@@ -396,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int)
     s.add_argument("--cold", action="store_true", help="include archived records")
     s.add_argument("--compact", action="store_true", help="show the stored compact form, codes unexpanded")
+    cli_recall.register(sub)
     sub.add_parser("stats", help="counts and sizes per namespace")
     s = sub.add_parser("check", help="walk the store and report damage (exit 4 if any)")
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")

@@ -148,9 +148,12 @@ class Recalling(Steps):
         self.embedder = None if embed is None else Embedder(embed)
         self._reconciled = False
         self._dense_cache = {}
+        self._accessed: list[int] = []
 
     def close(self) -> None:
         super().close()
+        if self.disk_index is not None and self._accessed:
+            self.disk_index.touch(self._accessed)
         for index in (self.disk_index, self.mem_index):
             if index is not None:
                 index.close()
@@ -227,6 +230,9 @@ class Recalling(Steps):
             self._reconciled = True
         if pending or meta:
             self._index_keys(pending, meta)
+        if len(self._accessed) >= 256 and disk is not None:
+            accessed, self._accessed = self._accessed, []
+            disk.touch(accessed)
 
     def _rebuild(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
         """Keys whose index rows differ from the store: every record (archived
@@ -279,14 +285,18 @@ class Recalling(Steps):
         if searched and terms:
             self.sync_index()
             route = ROUTED_KINDS(qtype) if kinds is None else kinds
+            # A stage that cannot find more than the one before is skipped:
+            # routing when no searched namespace can hold a routed kind, the
+            # cold tier when none can archive (no TTL, no cap).
+            typed = {s.kind for s in searched}
             stages: list[tuple[str, Sequence[str] | None, bool]] = []
-            if kinds is None and route:
+            if kinds is None and route and (None in typed or typed & set(route)):
                 stages.append(("routed", route, include_cold))
             stages.append(("all kinds" if kinds is None else "kinds", kinds, include_cold))
-            if not include_cold:
+            if not include_cold and any(s.ttl is not None or s.max_keys is not None for s in searched):
                 stages.append(("cold", kinds, True))
             for name, stage_kinds, cold in stages:
-                hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches, explain)
+                hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches)
                 best = max((h.confidence for h in hits), default=0.0)
                 path.append({"stage": name, "kinds": list(stage_kinds) if stage_kinds else None, "cold": cold,
                              "hits": len(hits), "confidence": round(best, 3)})
@@ -307,13 +317,14 @@ class Recalling(Steps):
         return hits, attrs
 
     def _touch(self, hits: list[Hit]) -> None:
-        ids = [h.why["id"] for h in hits if h.why and h.why.get("id") is not None]
-        if ids and self.disk_index is not None:
-            self.disk_index.touch(ids)
+        """Count the accesses; written with the next index update (or at close)."""
+        for h in hits:
+            if h.why and h.why.get("id") is not None:
+                self._accessed.append(h.why["id"])
 
     def _search(self, specs: list[NamespaceSpec], query: str, terms: list[str], qtype: str,
                 kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
-                matches: Callable[[Any], bool] | None, explain: bool) -> list[Hit]:
+                matches: Callable[[Any], bool] | None) -> list[Hit]:
         names = [s.name for s in specs]
         want = max(50, 4 * k)
         match = rt.fts_query(terms)
@@ -331,8 +342,8 @@ class Recalling(Steps):
         dense = self._dense(query, names, cold, want, candidates) if self.embedder is not None else []
         fused = _fuse(lexical, dense, candidates)
         top_lex = -candidates[lexical[0]][0].score if lexical else 1.0
-        now = time.time()
-        hits: list[Hit] = []
+        routes = ROUTED_KINDS(qtype)
+        found: list[tuple[float, Any, bool, Stored, Any]] = []
         for ref, fscore in fused:
             row, session = candidates[ref]
             spec = self._specs.get(row.ns)
@@ -346,23 +357,31 @@ class Recalling(Steps):
             value = self.decode(spec, st, False)
             if matches is not None and not matches(value):
                 continue
-            record = Record.from_stored(spec.name, st, value, st.tier != "hot")
-            relevance = min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0
-            cover = rt.coverage(terms, row.body + " " + rt.context(spec.name, row.key, row.kind))
-            age_days = max(0.0, now - st.updated_us / 1e6) / 86400
-            recency = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
-            quality = 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance
-            routed = bool(row.kind) and row.kind in ROUTED_KINDS(qtype)
+            routed = row.kind is not None and row.kind in routes
             boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
-            score = fscore * boost
-            hits.append(Hit(spec.name, row.key, record, score, 0.0,
-                            {"id": None if session else row.id, "relevance": relevance, "coverage": cover, "recency": recency,
-                             "quality": quality, "routed": routed, "lexical_rank": _rank(lexical, ref),
-                             "dense_rank": _rank([r for r, _ in dense], ref), "hits": row.hits}))
-            if len(hits) >= 2 * k:
+            found.append((fscore * boost, row, session, st, value))
+            if len(found) >= 2 * k:
                 break
-        hits.sort(key=lambda h: (-h.score, h.namespace, h.key))
-        hits = hits[:k]
+        found.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
+        now = time.time()
+        dense_refs = [r for r, _ in dense]
+        hits: list[Hit] = []
+        for score, row, session, st, value in found[:k]:
+            ref = (row.ns, row.key)
+            age_days = max(0.0, now - st.updated_us / 1e6) / 86400
+            why = {
+                "id": None if session else row.id,
+                "relevance": min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0,
+                "coverage": rt.coverage(terms, row.body + " " + rt.context(row.ns, row.key, row.kind)),
+                "recency": 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
+                "quality": 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance,
+                "routed": row.kind is not None and row.kind in routes,
+                "lexical_rank": _rank(lexical, ref),
+                "dense_rank": _rank(dense_refs, ref),
+                "hits": row.hits,
+            }
+            record = Record.from_stored(row.ns, st, value, st.tier != "hot")
+            hits.append(Hit(row.ns, row.key, record, score, 0.0, why))
         return [_with(h, h.why, confidence=_confidence(h, hits, terms)) for h in hits]
 
     def _dense(self, query: str, names: list[str], cold: bool, want: int,

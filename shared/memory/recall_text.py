@@ -62,13 +62,10 @@ def coverage(terms: list[str], text: str) -> float:
     """Share of ``terms`` that ``text`` contains (by stem)."""
     if not terms:
         return 0.0
-    have = words(text)
-    found = 0
-    for t in terms:
-        s = stem(t)
-        if any(w.startswith(s) for w in have):
-            found += 1
-    return found / len(terms)
+    stems = [stem(t) for t in terms]
+    lengths = {len(s) for s in stems}
+    have = {w[:n] for w in set(words(text)) for n in lengths}
+    return sum(1 for s in stems if s in have) / len(terms)
 
 
 # -- what of a value is indexed -------------------------------------------------

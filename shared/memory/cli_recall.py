@@ -1,0 +1,54 @@
+"""``hrm-memory recall QUERY``: find memories by meaning (see :meth:`MemoryManager.recall`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .manager import MemoryManager
+from .textfmt import EXIT_NOT_FOUND, EXIT_OK, table
+from .textfmt import dump_json as _dump
+
+
+def _k(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..1000, got {text!r}")
+    return value
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("recall", help="memories matching a query by meaning, best first (exit 1 if none)")
+    s.add_argument("query", help="what to recall, in plain words")
+    s.add_argument("--ns", action="append", metavar="GLOB", help="namespace glob to search (repeatable; default all)")
+    s.add_argument("-k", type=_k, default=10, help="how many hits (default 10)")
+    s.add_argument("--kind", action="append", help="keep memories of this kind (repeatable)")
+    s.add_argument("--cold", action="store_true", help="search archived records at once")
+    s.add_argument("--explain", action="store_true", help="say why each hit ranked where it did")
+
+
+def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
+    hits = mm.recall(
+        args.query, namespaces=args.ns or "*", kinds=args.kind, k=args.k, explain=args.explain, include_cold=args.cold
+    )
+    if args.json:
+        print(_dump([
+            {"namespace": h.namespace, "key": h.key, "score": h.score, "confidence": h.confidence,
+             "tier": h.record.tier, "version": h.record.version, "value": h.record.value,
+             **({"why": h.why} if h.why is not None else {})}
+            for h in hits
+        ]))
+    else:
+        rows = [{"namespace": h.namespace, "key": h.key, "score": f"{h.score:.3g}",
+                 "confidence": round(h.confidence, 2), "tier": h.record.tier, "value": h.record.value} for h in hits]
+        print(table(rows, ["namespace", "key", "score", "confidence", "tier", "value"]))
+        if args.explain and hits and hits[0].why:
+            why = hits[0].why
+            print(f"query type: {why.get('type')}")
+            for stage in why.get("path", []):
+                print(f"  stage {stage['stage']}: {stage['hits']} hit(s), best confidence {stage['confidence']}"
+                      + (" (cold included)" if stage["cold"] else ""))
+    return EXIT_OK if hits else EXIT_NOT_FOUND
