@@ -216,6 +216,10 @@ class Recalling(Steps):
                 try:
                     if changes.changed(start):
                         events, end = changes.read(start, skip_own=False)
+                        if any(e.namespace not in self._specs for e in events):
+                            # declared by another process since: load it before its
+                            # events are filtered, or they are skipped for good
+                            self._load_declared()
                         pending.update((e.namespace, e.key) for e in events if e.namespace in self.bus.indexed)
                 except (CursorExpired, InvalidCursor):
                     start = None
