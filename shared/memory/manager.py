@@ -48,7 +48,7 @@ from .ops import (
 )
 from .pipeline import Pipeline
 from .memories import Remembered
-from .recall import Hit
+from .recall import FUSIONS, Hit
 from .records import Event, Finding, Record
 from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from .storage import DURABILITY, FileBackend, HotTier
@@ -294,6 +294,9 @@ class MemoryManager(Operations):
         An embedder for :meth:`recall`'s dense retrieval, fused with the text
         search: a callable (list of texts -> list of vectors) or a LangChain
         ``Embeddings``. None (default) means text search only.
+    fusion:
+        How text and dense results are fused: ``"rrf"`` (reciprocal rank,
+        default) or ``"weighted"`` (mean of the two scores scaled to [0, 1]).
 
     Thread-safe. Opening reads no stored data, so it costs the same at any size.
     """
@@ -314,9 +317,12 @@ class MemoryManager(Operations):
         signal_log: bool = True,
         poll_interval: float = 0.005,
         embed: Any = None,
+        fusion: str = "rrf",
     ) -> None:
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability must be one of {DURABILITY}, not {durability!r}")
+        if fusion not in FUSIONS:
+            raise InvalidArgument(f"fusion must be one of {FUSIONS}, not {fusion!r}")
         if not (type(lock_timeout) in (int, float) and lock_timeout >= 0):
             raise InvalidArgument("lock_timeout must be a number >= 0")
         self.root: Path | None
@@ -363,7 +369,7 @@ class MemoryManager(Operations):
                 backend.close()  # ours: a failed open leaves no file open
             raise
         index_dir = None if self.root is None else self.root / "index"
-        self._pipeline.setup_recall(TextIndex(index_dir), TextIndex(None), embed)
+        self._pipeline.setup_recall(TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 

@@ -55,6 +55,8 @@ CASCADE_BELOW = 0.5
 RECENCY_HALF_LIFE_DAYS = 30.0
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
+#: How text and dense results are fused (``MemoryManager(fusion=...)``).
+FUSIONS = ("rrf", "weighted")
 
 
 class Doc(NamedTuple):
@@ -140,10 +142,15 @@ class Recalling(Steps):
     disk_index: SearchIndex | None = None
     mem_index: SearchIndex | None = None
     embedder: Embedder | None = None
+    fusion = "rrf"
     _reconciled = False
     _dense_cache: dict[int, tuple[int, list[tuple[int, str, str, bytes]]]] = {}  # noqa: RUF012  (per instance: setup_recall)
 
-    def setup_recall(self, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None) -> None:
+    def setup_recall(self, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
+                     fusion: str = "rrf") -> None:
+        if fusion not in FUSIONS:
+            raise InvalidArgument(f"fusion must be one of {FUSIONS}, not {fusion!r}")
+        self.fusion = fusion
         self.disk_index, self.mem_index = disk, mem
         self.embedder = None if embed is None else Embedder(embed)
         self._reconciled = False
@@ -344,7 +351,7 @@ class Recalling(Steps):
                     lexical.append(ref)
         lexical.sort(key=lambda ref: candidates[ref][0].score)
         dense = self._dense(query, names, cold, want, candidates) if self.embedder is not None else []
-        fused = _fuse(lexical, dense, candidates)
+        fused = _fuse(lexical, dense, candidates, self.fusion)
         top_lex = -candidates[lexical[0]][0].score if lexical else 1.0
         routes = ROUTED_KINDS(qtype)
         found: list[tuple[float, Any, bool, Stored, Any]] = []
@@ -438,16 +445,25 @@ def _rank(refs: list[tuple[str, str]], ref: tuple[str, str]) -> int | None:
 
 
 def _fuse(lexical: list[tuple[str, str]], dense: list[tuple[tuple[str, str], float]],
-          candidates: dict[tuple[str, str], tuple[Any, bool]]) -> list[tuple[tuple[str, str], float]]:
+          candidates: dict[tuple[str, str], tuple[Any, bool]], how: str = "rrf") -> list[tuple[tuple[str, str], float]]:
     """Order candidates: by bm25 alone, or fused with the dense list by
-    reciprocal rank, by document (never by list position)."""
+    document (never by list position): reciprocal rank (``"rrf"``), or the
+    mean of each list's score scaled to [0, 1] (``"weighted"``)."""
     if not dense:
         return [(ref, -candidates[ref][0].score) for ref in lexical]
     scores: dict[tuple[str, str], float] = {}
-    for i, ref in enumerate(lexical):
-        scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
-    for i, (ref, _) in enumerate(dense):
-        scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
+    if how == "rrf":
+        for i, ref in enumerate(lexical):
+            scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
+        for i, (ref, _) in enumerate(dense):
+            scores[ref] = scores.get(ref, 0.0) + 1.0 / (RRF_K + i + 1)
+    else:
+        top = -candidates[lexical[0]][0].score if lexical else 1.0
+        for ref in lexical:
+            scores[ref] = 0.5 * (-candidates[ref][0].score / top if top else 0.0)
+        lo, hi = min(c for _, c in dense), max(c for _, c in dense)
+        for ref, cos in dense:
+            scores[ref] = scores.get(ref, 0.0) + 0.5 * ((cos - lo) / (hi - lo) if hi > lo else 1.0)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
