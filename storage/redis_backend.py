@@ -45,7 +45,7 @@ from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
 from hrm_memory.errors import CorruptRecord, LockTimeout
 from hrm_memory.records import Finding, Stored
 from opentelemetry import trace
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from .redis_changes import NO_TRACE, RedisChangeLog
 from .redis_conn import Settings, command, connect, failure, parse
@@ -457,8 +457,18 @@ class RedisBackend:
             conf = self._client.config_get("appendonly")
             started = 0
             if conf.get("appendonly") == "yes":
-                self._cmd("BGREWRITEAOF")
-                started += 1
+                # A rewrite already running may have started before the purge:
+                # wait for it (a few seconds at most), then start a fresh one.
+                deadline = time.monotonic() + 5
+                while True:
+                    try:
+                        self._cmd("BGREWRITEAOF")
+                        started += 1
+                        break
+                    except ResponseError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.05)
             if self._client.config_get("save").get("save"):
                 self._cmd("BGSAVE", "SCHEDULE")
                 started += 1

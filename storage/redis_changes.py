@@ -11,9 +11,11 @@ logged already and costs nothing.
 A cursor is a stream id (``"<ms>-<seq>"``); :meth:`read` returns the entries
 after it. Retention is bounded: the scripts trim with ``XADD ... MAXLEN ~``
 (``stream_maxlen`` entries, approximately). A cursor older than the oldest
-entry kept, with entries trimmed after it, raises :class:`CursorExpired`
-(Redis 7 records the largest id it ever removed); a string that is not a
-stream id raises :class:`InvalidCursor`.
+entry kept, once entries were trimmed, raises :class:`CursorExpired` (the
+entries trimmed are the oldest, so a cursor from before the first entry kept
+may have missed some; :meth:`RedisChangeLog.oldest` is the cursor just before
+that entry, which never expires); a string that is not a stream id raises
+:class:`InvalidCursor`.
 
 Trace ids: an entry carries the trace id current when the change was made
 (the caller's span, of which the operation's span is a child: the same trace
@@ -123,15 +125,16 @@ class RedisChangeLog:
 
     def _run_read(self, start: str, end: str, count: int) -> list[Any]:
         try:
-            maxdel, first, entries = _READ(self._cmd, (self.key,), "(" + start, end, count)
+            removed, first, entries = _READ(self._cmd, (self.key,), "(" + start, end, count)
         except RedisError as exc:
             raise failure(exc, "a change-log read", self._shown) from None
-        pos = parse_id(start)
-        if parse_id(maxdel.decode()) > pos and (not first or parse_id(first.decode()) > pos):
-            raise CursorExpired(
-                f"change-log cursor {start} is older than the oldest entry kept (entries up to "
-                f"{maxdel.decode()} were trimmed); re-read the state with query() and take a new cursor"
-            )
+        if removed and first:
+            first_id = first.decode()
+            if parse_id(start) < parse_id(first_id) and start != _before(first_id):
+                raise CursorExpired(
+                    f"change-log cursor {start} is older than the oldest entry kept ({first_id}); entries after "
+                    "it were trimmed: re-read the state with query() and take a new cursor"
+                )
         return entries  # type: ignore[no-any-return]
 
     def cursor(self) -> str:

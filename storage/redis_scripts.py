@@ -151,17 +151,22 @@ return {gen, redis.call('HGETALL', KEYS[1])}
 """
 
 #: KEYS: stream. ARGV: exclusive start ('(' id), end ('+' or an id), count.
-#: Returns {max deleted id, first id, entries}: the first two tell whether
-#: entries after the start were trimmed away (the cursor expired).
+#: Returns {entries ever removed (1/0), first id kept, entries}: with the
+#: start, the first two tell whether entries after it were trimmed away
+#: (trimming only removes the oldest, and does not update XINFO's
+#: max-deleted-entry-id, so removal is told by entries-added > length).
 READ = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', '', {}} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', {}} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local maxdel, first = '0-0', ''
+local added, length, first = 0, 0, ''
 for i = 1, #info, 2 do
-  if info[i] == 'max-deleted-entry-id' then maxdel = info[i + 1]
+  if info[i] == 'entries-added' then added = info[i + 1]
+  elseif info[i] == 'length' then length = info[i + 1]
   elseif info[i] == 'first-entry' and info[i + 1] then first = info[i + 1][1] end
 end
-return {maxdel, first, redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3])}
+local removed = 0
+if added > length then removed = 1 end
+return {removed, first, redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3])}
 """
 
 

@@ -178,3 +178,104 @@ def fresh_url(**query: str) -> str:
 
 
 __all__ = ["REQUIRE_ENV", "RedisServer", "binary", "fresh_url", "free_port", "require_redis", "shared_server"]
+
+
+# -- worker processes -------------------------------------------------------------
+#
+# python -m tests.helpers.redis_server counter URL N
+#     Print READY, wait for a line on stdin, do N update(+1) on focus.slow/n,
+#     print {"t0": ..., "t1": ...} (time.monotonic()).
+# python -m tests.helpers.redis_server host URL ROOT NAME N PEER
+#     A "host": its own root, the shared Redis. Subscribe to altitude.*, print
+#     READY, wait for a line, write N keys NAME-<i> (5 ms apart; each write's
+#     wall-clock time kept), then wait until the N events of PEER's keys came
+#     in and its last key reads back; print {"sent": {key: t}, "got": {key: t},
+#     "read_peer": value}.
+# python -m tests.helpers.redis_server acked URL
+#     Write {"i": i} to k<i % 50> in a loop until stdin closes; print
+#     "ACK key i" after each acknowledged write and "ERR Type" after
+#     each failure (then retry after 10 ms).
+
+
+def _counter(url: str, n: int) -> None:
+    import json
+    import sys
+
+    from hrm_memory import MemoryManager
+
+    with MemoryManager(None, backend=url) as mm:
+        print("READY", flush=True)
+        sys.stdin.readline()
+        t0 = time.monotonic()
+        for _ in range(n):
+            mm.update("focus.slow", "n", lambda v: (v or 0) + 1)
+        print(json.dumps({"t0": t0, "t1": time.monotonic()}), flush=True)
+
+
+def _host(url: str, root: str, name: str, n: int, peer: str) -> None:
+    import json
+    import sys
+    import threading
+
+    from hrm_memory import Event, MemoryManager
+
+    got: dict[str, float] = {}
+    done = threading.Event()
+
+    def on_event(ev: Event) -> None:
+        if ev.key.startswith(peer + "-") and ev.origin != "local":
+            got[ev.key] = time.time()
+            if len(got) >= n:
+                done.set()
+
+    with MemoryManager(root, backend=url, poll_interval=0.002) as mm:
+        sub = mm.subscribe("altitude.*", on_event)
+        print("READY", flush=True)
+        sys.stdin.readline()
+        sent = {}
+        for i in range(n):
+            key = f"{name}-{i}"
+            sent[key] = time.time()
+            mm.write("altitude.patterns", key, {"from": name, "i": i})
+            time.sleep(0.005)
+        done.wait(60)
+        read_peer = mm.read("altitude.patterns", f"{peer}-{n - 1}")
+        sub.cancel()
+        print(json.dumps({"sent": sent, "got": got, "read_peer": read_peer}), flush=True)
+
+
+def _acked(url: str) -> None:
+    import sys
+    import threading
+
+    from hrm_memory import MemoryManager, MemoryStoreError
+
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    with MemoryManager(None, backend=url + "&socket_timeout=1") as mm:
+        print("READY", flush=True)
+        i = 0
+        while not stop.is_set():
+            key = f"k{i % 50}"
+            try:
+                mm.write("altitude.patterns", key, {"i": i})
+            except MemoryStoreError as exc:
+                print(f"ERR {type(exc).__name__}", flush=True)
+                time.sleep(0.01)
+                continue
+            print(f"ACK {key} {i}", flush=True)
+            i += 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    cmd, *rest = sys.argv[1:]
+    if cmd == "counter":
+        _counter(rest[0], int(rest[1]))
+    elif cmd == "host":
+        _host(rest[0], rest[1], rest[2], int(rest[3]), rest[4])
+    elif cmd == "acked":
+        _acked(rest[0])
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
