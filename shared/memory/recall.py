@@ -275,6 +275,8 @@ class Recalling(Steps):
         if type(k) is not int or not 1 <= k <= 1000:
             raise InvalidArgument(f"k must be an int in 1..1000, not {k!r}")
         if kinds is not None:
+            if not isinstance(kinds, (str, list, tuple, set, frozenset)):
+                raise InvalidArgument(f"kinds must be a str or a sequence of str, not {type(kinds).__name__}")
             kinds = [kinds] if isinstance(kinds, str) else list(kinds)
             bad = [x for x in kinds if x not in KINDS]
             if bad:
@@ -283,6 +285,8 @@ class Recalling(Steps):
             raise InvalidArgument("prefix must be a str")
         since_us = _since_us(since)
         matches = compile_where(where)
+        if not isinstance(namespaces, (str, list, tuple)):
+            raise InvalidArgument(f"namespaces must be a glob or a list of globs, not {type(namespaces).__name__}")
         patterns = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         specs: dict[str, NamespaceSpec] = {}
         for pattern in patterns:
