@@ -77,8 +77,14 @@ def trivial(content: str) -> str | None:
     return None
 
 
+def _singular(word: str) -> str:
+    """``word`` without a plural ``s`` (``rt.stem`` cuts a fixed number of
+    letters, so "mornings" and "morning" would stem apart)."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def _signature(text: str) -> frozenset[str]:
-    return frozenset(rt.stem(w) for w in rt.words(text) if w not in rt.STOPWORDS)
+    return frozenset(rt.stem(_singular(w)) for w in rt.words(text) if w not in rt.STOPWORDS)
 
 
 def similarity(a: str, b: str) -> float:
