@@ -1,0 +1,534 @@
+"""``MemoryStore``: hrm-memory as a LangGraph ``BaseStore`` (long-term memory for graphs).
+
+    from hrm_memory.langgraph import MemoryStore
+    store = MemoryStore(root="~/.local/share/my-agent")          # or MemoryStore(mm) on a manager
+    graph = builder.compile(store=store)
+
+Every LangGraph op (``GetOp``, ``PutOp``, ``SearchOp``, ``ListNamespacesOp``)
+becomes hrm-memory operations on one declared namespace (``langgraph.store``
+by default), so the items get what every hrm-memory record gets: checksummed
+durable writes, spans, cross-process subscriptions, ``check()``. How the
+namespaces and keys map, and the search, filter, order and TTL rules, are in
+docs/langgraph.md and :mod:`hrm_memory.langgraph_codec`.
+
+LangGraph is an optional dependency (``pip install 'hrm-memory[langgraph]'``);
+``import hrm_memory`` never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    Embeddings,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+
+from . import langgraph_codec as codec
+from .errors import InvalidArgument, InvalidKey, InvalidValue
+from .manager import MemoryManager
+from .records import Record
+from .spec import MAX_VALUE_BYTES, NamespaceSpec
+
+#: The hrm-memory namespace a store keeps its items in, unless told otherwise.
+DEFAULT_NAMESPACE = "langgraph.store"
+
+_Vectors = dict[str, list[float]]
+
+
+class MemoryStore(BaseStore):
+    """A LangGraph store whose items are hrm-memory records.
+
+    Parameters
+    ----------
+    manager:
+        The :class:`~hrm_memory.MemoryManager` to keep items in; by default the
+        store opens one on ``root`` with ``manager_options`` and closes it in
+        :meth:`close`.
+    namespace:
+        The hrm-memory namespace holding the items (declared if need be);
+        stores on different namespaces of one manager do not see each other.
+    index:
+        LangGraph's index config: ``{"dims", "embed", "fields"}`` (``fields``
+        defaults to ``["$"]``, the whole value; SqliteStore's ``text_fields``
+        is accepted as a synonym). With an embedder, ``search(query=...)``
+        ranks by cosine similarity, per item the best of its fields' vectors,
+        exactly as LangGraph's own stores score. Without one, ``query`` goes
+        through hrm-memory's lexical ``recall`` (when the manager has it).
+    ttl:
+        LangGraph's TTL config: ``default_ttl`` (minutes), ``refresh_on_read``
+        (default False, as in LangGraph's SQLite and Postgres stores; an
+        explicit ``refresh_ttl=`` on a read wins), ``sweep_interval_minutes`` (for :meth:`start_ttl_sweeper`).
+    lexical:
+        Declare the namespace searchable by hrm-memory's recall (the fields
+        of ``index``, else the whole value) so that ``query`` works without
+        an embedder. Ignored by a manager without recall.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        manager: MemoryManager | None = None,
+        *,
+        root: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        lexical: bool = True,
+        **manager_options: Any,
+    ) -> None:
+        self._owns_manager = manager is None
+        self.manager: MemoryManager = manager if manager is not None else MemoryManager(root, **manager_options)
+        self.namespace = namespace
+        self.ttl_config: TTLConfig | None = self._check_ttl(ttl)
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[tuple[str, str | list[str]]] = [("$", "$")]
+        if index:
+            self.index_config = dict(index)
+            fields = self.index_config.get("fields") or self.index_config.get("text_fields") or ["$"]
+            self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in fields]
+            if self.index_config.get("embed") is not None:
+                self.embeddings = ensure_embeddings(self.index_config["embed"])
+        self.lexical = bool(lexical)
+        self._recall = getattr(self.manager, "recall", None) if self.lexical else None
+        try:
+            self._declare()
+        except BaseException:
+            if self._owns_manager:
+                self.manager.close()
+            raise
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+        self._sweeper_done: concurrent.futures.Future[None] | None = None
+
+    @staticmethod
+    def _check_ttl(ttl: TTLConfig | None) -> TTLConfig | None:
+        if ttl is None:
+            return None
+        for name in ("default_ttl", "sweep_interval_minutes"):
+            v: Any = ttl.get(name)
+            if v is not None and not (type(v) in (int, float) and math.isfinite(v) and v > 0):
+                raise InvalidArgument(f"ttl[{name!r}] must be None or a positive number of minutes, not {v!r}")
+        return ttl
+
+    def _declare(self) -> None:
+        fields: dict[str, Any] = {}
+        if self._recall is not None and "index" in NamespaceSpec.__dataclass_fields__:
+            fields["index"] = tuple("v" if p == "$" else "v." + p for p, _ in self._fields)
+        spec = NamespaceSpec(
+            self.namespace,
+            max_value_bytes=MAX_VALUE_BYTES,
+            description="LangGraph store items (hrm_memory.langgraph.MemoryStore)",
+            **fields,
+        )
+        if self.namespace not in {s.name for s in self.manager.namespaces()}:
+            self.manager.declare(spec)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the TTL sweeper, and close the manager if the store opened it."""
+        self._stop_sweeper(None)
+        if self._owns_manager:
+            self.manager.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(namespace={self.namespace!r}, manager={self.manager!r})"
+
+    # -- reads: the TTL refresh default --------------------------------------------------
+
+    def _refresh_default(self, refresh_ttl: bool | None) -> bool:
+        """An explicit ``refresh_ttl`` wins; else ``ttl_config["refresh_on_read"]``,
+        False when unset (as LangGraph's SQLite and Postgres stores do)."""
+        if refresh_ttl is not None:
+            return bool(refresh_ttl)
+        return bool((self.ttl_config or {}).get("refresh_on_read", False))
+
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        return super().get(namespace, key, refresh_ttl=self._refresh_default(refresh_ttl))
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        return await super().aget(namespace, key, refresh_ttl=self._refresh_default(refresh_ttl))
+
+    def search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        return super().search(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=self._refresh_default(refresh_ttl),
+        )
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        return await super().asearch(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=self._refresh_default(refresh_ttl),
+        )
+
+    # -- batch ---------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order (each sees the ones before it); one result each.
+
+        Every op is validated before any runs: a namespace LangGraph refuses
+        raises :class:`InvalidNamespaceError` and nothing is applied."""
+        ops = list(ops)
+        self._validate(ops)
+        vectors = self._put_vectors(ops, None)
+        wanted = self._queries(ops)
+        assert self.embeddings is not None or not wanted
+        queries = {q: self.embeddings.embed_query(q) for q in wanted} if self.embeddings is not None else {}
+        return self._run(ops, vectors, queries)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` for asyncio: embeddings through the embedder's async
+        methods, store work on a worker thread."""
+        ops = list(ops)
+        self._validate(ops)
+        texts = self._put_texts(ops)
+        vectors = self._put_vectors(ops, await self._aembed_documents(texts)) if texts else {}
+        wanted = self._queries(ops)
+        qvecs = dict(zip(wanted, await self._aembed_queries(wanted))) if wanted else {}
+        return await asyncio.to_thread(self._run, ops, vectors, qvecs)
+
+    def _validate(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
+                raise InvalidArgument(f"unknown operation type: {type(op).__name__}")
+            validate_op_namespace(op)
+            if isinstance(op, (GetOp, PutOp)):
+                if not op.namespace:
+                    raise InvalidNamespaceError("Namespace cannot be empty.")
+                if type(op.key) is not str:
+                    raise InvalidKey(f"key must be a str, not {type(op.key).__name__}", key=op.key)
+            if isinstance(op, PutOp) and op.value is not None:
+                if not isinstance(op.value, Mapping):
+                    raise InvalidValue(f"a LangGraph item's value is a dict, not {type(op.value).__name__}")
+                ttl = op.ttl
+                if ttl is not None and not (type(ttl) in (int, float) and math.isfinite(ttl) and ttl > 0):
+                    raise InvalidArgument(f"ttl must be None or a positive number of minutes, not {ttl!r}")
+
+    def _run(
+        self, ops: Sequence[Op], vectors: Mapping[int, _Vectors], queries: Mapping[str, list[float]]
+    ) -> list[Result]:
+        results: list[Result] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, PutOp):
+                self._put(op, vectors.get(i))
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, queries))
+            else:
+                assert isinstance(op, ListNamespacesOp)
+                results.append(self._list_namespaces(op))
+        return results
+
+    # -- embeddings ----------------------------------------------------------------------
+
+    def _put_texts(self, ops: Sequence[Op]) -> list[tuple[int, str, str]]:
+        """``(op index, field path, text)`` of every text the puts of ``ops`` embed."""
+        if self.embeddings is None:
+            return []
+        out: list[tuple[int, str, str]] = []
+        for i, op in enumerate(ops):
+            if not isinstance(op, PutOp) or op.value is None or op.index is False:
+                continue
+            paths = self._fields if op.index is None else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+            for path, tokens in paths:
+                texts = get_text_at_path(op.value, tokens)
+                if len(texts) == 1:
+                    out.append((i, path, texts[0]))
+                else:
+                    out.extend((i, f"{path}.{j}", text) for j, text in enumerate(texts))
+        return out
+
+    def _put_vectors(self, ops: Sequence[Op], embedded: list[list[float]] | None) -> dict[int, _Vectors]:
+        texts = self._put_texts(ops)
+        if not texts:
+            return {}
+        if embedded is None:
+            assert self.embeddings is not None
+            embedded = self.embeddings.embed_documents([t for _, _, t in texts])
+        if len(embedded) != len(texts):
+            raise InvalidValue(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
+        out: dict[int, _Vectors] = {}
+        for (i, path, _), vec in zip(texts, embedded):
+            out.setdefault(i, {})[path] = list(vec)
+        return out
+
+    async def _aembed_documents(self, texts: list[tuple[int, str, str]]) -> list[list[float]]:
+        assert self.embeddings is not None
+        return await self.embeddings.aembed_documents([t for _, _, t in texts])
+
+    def _queries(self, ops: Sequence[Op]) -> list[str]:
+        if self.embeddings is None:
+            return []
+        return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
+
+    async def _aembed_queries(self, wanted: list[str]) -> list[list[float]]:
+        assert self.embeddings is not None
+        return list(await asyncio.gather(*(self.embeddings.aembed_query(q) for q in wanted)))
+
+    # -- the ops -------------------------------------------------------------------------
+
+    def _item(self, record: Record, env: Mapping[str, Any], cls: type[Item] = Item) -> Any:
+        u = env.get("u")  # set by a TTL refresh, which must not move updated_at
+        updated = record.updated_at if u is None else datetime.fromtimestamp(u / 1e6, tz=timezone.utc)
+        if cls is SearchItem:
+            return SearchItem(tuple(env["n"]), env["k"], env["v"], record.created_at, updated)
+        return Item(value=env["v"], key=env["k"], namespace=tuple(env["n"]), created_at=record.created_at, updated_at=updated)
+
+    def _get(self, op: GetOp) -> Item | None:
+        hk = codec.hrm_key(op.namespace, op.key)
+        record = self.manager.get_record(self.namespace, hk)
+        if record is None:
+            return None
+        env = record.value
+        if env["k"] != op.key or tuple(env["n"]) != op.namespace or codec.expired(env, time.time()):
+            return None
+        if op.refresh_ttl and "t" in env:
+            self._refresh(record)
+        item: Item = self._item(record, env)
+        return item
+
+    def _put(self, op: PutOp, vectors: _Vectors | None) -> None:
+        hk = codec.hrm_key(op.namespace, op.key)
+        if op.value is None:
+            self.manager.delete(self.namespace, hk)
+            return
+        env = codec.envelope(op.namespace, op.key, dict(op.value), time.time(), op.ttl, vectors)
+        self.manager.write(self.namespace, hk, env)
+
+    def _refresh(self, read: Record) -> None:
+        """Push the expiry of the item read as ``read`` to now + its TTL, unless
+        it changed or went meanwhile (under the namespace's lock, so a put or
+        a sweep in between is never undone)."""
+        with self.manager.backend.lock(self.namespace):
+            record = self.manager.get_record(self.namespace, read.key)
+            now = time.time()
+            if record is None or record.version != read.version or codec.expired(record.value, now):
+                return
+            new = dict(record.value)
+            new["x"] = now + float(new["t"]) * 60.0
+            new.setdefault("u", round(record.updated_at.timestamp() * 1e6))
+            self.manager.write(self.namespace, read.key, new)
+
+    def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[tuple[Record, dict[str, Any]]]:
+        """The live records under the namespace prefix ``labels`` (and ``where``), unordered."""
+        glob = codec.prefix_of(labels) + "*"
+        now = time.time()
+        out = []
+        for record in self.manager.query(self.namespace, glob, where=where):
+            env = record.value
+            if codec.under(env, labels) and not codec.expired(env, now):
+                out.append((record, env))
+        return out
+
+    def _search(self, op: SearchOp, queries: Mapping[str, list[float]]) -> list[SearchItem]:
+        where = codec.translate_filter(op.filter)
+        offset, limit = max(op.offset, 0), max(op.limit, 0)
+        ranked: list[tuple[float | None, Record, dict[str, Any]]]
+        if op.query and op.query in queries:
+            ranked = self._dense(op.namespace_prefix, where, queries[op.query])
+        elif op.query and self._recall is not None and self.embeddings is None:
+            ranked = self._lexical(op.namespace_prefix, where, op.query, offset + limit)
+        else:
+            rows = self._scan(op.namespace_prefix, where)
+            rows.sort(key=lambda row: (tuple(row[1]["n"]), row[1]["k"]))
+            ranked = [(None, record, env) for record, env in rows]
+        page = ranked[offset : offset + limit]
+        out = []
+        for score, record, env in page:
+            if op.refresh_ttl and "t" in env:
+                self._refresh(record)
+            item: SearchItem = self._item(record, env, SearchItem)
+            item.score = score
+            out.append(item)
+        return out
+
+    def _dense(
+        self, labels: Sequence[str], where: dict[str, Any] | None, query: Sequence[float]
+    ) -> list[tuple[float | None, Record, dict[str, Any]]]:
+        """Every item under ``labels`` matching ``where``: those with vectors by
+        cosine similarity (the best field), best first, then those without
+        (``score`` None), ties and the unscored in (namespace, key) order."""
+        qnorm = codec.norm(query)
+        scored: list[tuple[float, Record, dict[str, Any]]] = []
+        unscored: list[tuple[Record, dict[str, Any]]] = []
+        for record, env in self._scan(labels, where):
+            vecs = env.get("e")
+            if vecs:
+                best = max(codec.cosine(query, qnorm, codec.unpack(v)) for v in vecs.values())
+                scored.append((best, record, env))
+            else:
+                unscored.append((record, env))
+        scored.sort(key=lambda row: (-row[0], tuple(row[2]["n"]), row[2]["k"]))
+        unscored.sort(key=lambda row: (tuple(row[1]["n"]), row[1]["k"]))
+        ranked: list[tuple[float | None, Record, dict[str, Any]]] = [(s, r, e) for s, r, e in scored]
+        ranked.extend((None, r, e) for r, e in unscored)
+        return ranked
+
+    def _lexical(
+        self, labels: Sequence[str], where: dict[str, Any] | None, query: str, want: int
+    ) -> list[tuple[float | None, Record, dict[str, Any]]]:
+        """The best ``want`` items for ``query`` by hrm-memory's recall, best
+        first (ties in (namespace, key) order); asks again for more when
+        expired items or an over-long key's neighbours were left out."""
+        assert self._recall is not None
+        prefix = codec.prefix_of(labels) or None
+        k = max(want, 1) + 8
+        while True:
+            hits = self._recall(query, namespaces=[self.namespace], k=k, where=where, prefix=prefix)
+            now = time.time()
+            rows = [
+                (float(hit.score), hit.record, hit.record.value)
+                for hit in hits
+                if codec.under(hit.record.value, labels) and not codec.expired(hit.record.value, now)
+            ]
+            if len(rows) >= want or len(hits) < k:
+                break
+            k *= 2
+        rows.sort(key=lambda row: (-row[0], tuple(row[2]["n"]), row[2]["k"]))
+        return [(s, r, e) for s, r, e in rows]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
+        head: tuple[str, ...] = ()
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                head = codec.literal_head(condition.path)
+                break
+        found = {tuple(env["n"]) for _, env in self._scan(head)}
+        chosen = [ns for ns in found if all(codec.matches(ns, c.match_type, c.path) for c in conditions)]
+        if op.max_depth is not None:
+            chosen = list({ns[: op.max_depth] for ns in chosen})
+        chosen.sort()
+        return chosen[op.offset : op.offset + op.limit]
+
+    # -- TTL -----------------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Delete every expired item now; return how many. Reads never return
+        an expired item whether or not a sweep ran."""
+        return self._sweep()
+
+    def _sweep(self) -> int:
+        removed = 0
+        with self.manager.backend.lock(self.namespace):
+            now = time.time()
+            for record in self.manager.query(self.namespace, "*", where={"x": {"$lte": now}}):
+                if self.manager.delete(self.namespace, record.key):
+                    removed += 1
+        return removed
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl` on a worker thread."""
+        return await asyncio.to_thread(self._sweep)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the
+        TTL config's, else 5) on a daemon thread until :meth:`stop_ttl_sweeper`.
+        Returns a future that completes when the sweeper stops."""
+        if self._sweeper is not None and self._sweeper.is_alive():
+            assert self._sweeper_done is not None
+            return self._sweeper_done
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        if not (type(interval) in (int, float) and math.isfinite(interval) and interval > 0):
+            raise InvalidArgument(f"sweep_interval_minutes must be a positive number, not {interval!r}")
+        seconds = float(interval) * 60.0
+        self._sweeper_stop.clear()
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        stop = self._sweeper_stop
+
+        def loop() -> None:
+            try:
+                while not stop.wait(seconds):
+                    try:
+                        self._sweep()
+                    except Exception:  # a failed sweep is retried at the next interval
+                        if self.manager.closed:
+                            break
+            finally:
+                done.set_result(None)
+
+        self._sweeper_done = done
+        self._sweeper = threading.Thread(target=loop, name="hrm-memory-langgraph-ttl", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; True once it has stopped (or none was running)."""
+        return self._stop_sweeper(timeout)
+
+    def _stop_sweeper(self, timeout: float | None) -> bool:
+        thread = self._sweeper
+        if thread is None:
+            return True
+        self._sweeper_stop.set()
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+        self._sweeper = None
+        return True
+
+
+__all__ = ["DEFAULT_NAMESPACE", "MemoryStore"]
