@@ -22,10 +22,11 @@ Locks. ``lock(ns)`` is re-entrant per thread (a ``threading.RLock``) and,
 across hosts, a lease taken lazily: a scope that only writes needs none (its
 write is one atomic script, which waits while another holder has the lease),
 and the first read inside a scope takes the lease and reads in one round
-trip. Until the scope ends, its writes check they still hold it (fencing): a
-holder that outlived its lease (``lease_ms``) gets :class:`LockTimeout` and
-changes nothing. So ``update()`` is atomic across hosts, and a plain write
-costs one round trip.
+trip. The write that follows checks it still holds the lease (fencing: a
+holder that outlived ``lease_ms`` gets :class:`LockTimeout` and changes
+nothing) and ends it in the same script; a later read in the scope takes it
+again, and the scope's end releases one still held. So ``update()`` is atomic
+across hosts in two round trips, and a plain write costs one.
 """
 
 from __future__ import annotations
@@ -279,6 +280,8 @@ class RedisBackend:
             if res[0] > 0:
                 break
             deadline, delay = self._wait(h, res, deadline, delay)
+        if mode == "2":
+            h.leased = False  # the script ended it
         version = res[0]
         if changes is not None:
             changes.logged("write", namespace, key, version)
@@ -300,6 +303,8 @@ class RedisBackend:
             if res[0] >= 0:
                 break
             deadline, delay = self._wait(h, res, deadline, delay)
+        if mode == "2":
+            h.leased = False  # the script ended it
         if res[0] == 0:
             return None
         _, version, created, updated, kind = res
@@ -398,6 +403,10 @@ class RedisBackend:
                 if res[0] > 0:
                     break
                 deadline, delay = self._wait(h, res, deadline, delay)
+            if mode == "2":
+                h.leased = False  # the script ended it; a later batch takes it again
+                if i + _BATCH < len(records):
+                    self._acquire(h)
             for raw in res[1]:
                 key = raw.decode()
                 moved.append(key)

@@ -7,7 +7,9 @@ in commit order, and a committed change always has its entry). A script also
 honours the namespace's lease (see :mod:`hrm_memory.storage.redis_backend`):
 ``mode`` ``"1"`` refuses to write while another holder has it (the caller
 waits), ``"2"`` writes only while the caller still holds it (fencing: a lease
-that expired under a slow holder cannot let two updates interleave).
+that expired under a slow holder cannot let two updates interleave) and then
+ends the lease in the same step: a lease covers a read and the write that
+follows it, so ``update()`` costs two round trips, not three.
 
 Record blobs, the values of the per-namespace hashes:
 ``w<version>:<created_us>:<updated_us>:<crc32 hex, 8>`` followed by the value
@@ -64,7 +66,8 @@ redis.call('HSET', KEYS[1], ARGV[3], 'w' .. vs .. ':' .. created .. ':' .. ARGV[
 if ARGV[8] ~= '0' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'e', ARGV[9] .. vs .. ARGV[10])
 end
-redis.call('SADD', KEYS[4], ARGV[11])
+if not old then redis.call('SADD', KEYS[4], ARGV[11]) end
+if mode == '2' then redis.call('DEL', KEYS[2]) end
 return {version, created}
 """
 
@@ -82,6 +85,7 @@ if kind == 'a' then redis.call('HDEL', KEYS[4], ARGV[3]) end
 if ARGV[5] ~= '0' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[6] .. vs .. ARGV[7])
 end
+if mode == '2' then redis.call('DEL', KEYS[2]) end
 return {1, tonumber(v), c, u, kind}
 """
 
@@ -106,6 +110,7 @@ for i = 4, #ARGV, 3 do
     end
   end
 end
+if mode == '2' then redis.call('DEL', KEYS[2]) end
 return {1, moved}
 """
 
