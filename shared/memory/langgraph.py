@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.store.base import (
     BaseStore,
@@ -56,6 +56,20 @@ from .spec import MAX_VALUE_BYTES, NamespaceSpec
 DEFAULT_NAMESPACE = "langgraph.store"
 
 _Vectors = dict[str, list[float]]
+
+
+class Row(NamedTuple):
+    """A live item as read: the record, its envelope, and its LangGraph namespace and key."""
+
+    record: Record
+    env: dict[str, Any]
+    namespace: tuple[str, ...]
+    key: str
+
+
+def _order(row: Row) -> tuple[tuple[str, ...], str]:
+    """The default order: namespace (label by label), then key."""
+    return row.namespace, row.key
 
 
 class MemoryStore(BaseStore):
@@ -328,24 +342,33 @@ class MemoryStore(BaseStore):
 
     # -- the ops -------------------------------------------------------------------------
 
-    def _item(self, record: Record, env: Mapping[str, Any], cls: type[Item] = Item) -> Any:
+    def _row(self, record: Record, labels: Sequence[str] | None, now: float) -> Row | None:
+        """``record`` as a :class:`Row`, or None if it is expired or outside ``labels``."""
+        env = record.value
+        if codec.expired(env, now):
+            return None
+        ns = tuple(codec.unescape(label) for label in env["n"])
+        if labels is not None and ns[: len(labels)] != tuple(labels):
+            return None
+        return Row(record, env, ns, codec.unescape(env["k"]))
+
+    @staticmethod
+    def _item(row: Row, score: float | None = None, search: bool = False) -> Any:
+        record, env = row.record, row.env
         u = env.get("u")  # set by a TTL refresh, which must not move updated_at
         updated = record.updated_at if u is None else datetime.fromtimestamp(u / 1e6, tz=timezone.utc)
-        if cls is SearchItem:
-            return SearchItem(tuple(env["n"]), env["k"], env["v"], record.created_at, updated)
-        return Item(value=env["v"], key=env["k"], namespace=tuple(env["n"]), created_at=record.created_at, updated_at=updated)
+        if search:
+            return SearchItem(row.namespace, row.key, env["v"], record.created_at, updated, score)
+        return Item(value=env["v"], key=row.key, namespace=row.namespace, created_at=record.created_at, updated_at=updated)
 
     def _get(self, op: GetOp) -> Item | None:
-        hk = codec.hrm_key(op.namespace, op.key)
-        record = self.manager.get_record(self.namespace, hk)
-        if record is None:
+        record = self.manager.get_record(self.namespace, codec.hrm_key(op.namespace, op.key))
+        row = None if record is None else self._row(record, None, time.time())
+        if row is None or row.key != op.key or row.namespace != tuple(op.namespace):
             return None
-        env = record.value
-        if env["k"] != op.key or tuple(env["n"]) != op.namespace or codec.expired(env, time.time()):
-            return None
-        if op.refresh_ttl and "t" in env:
-            self._refresh(record)
-        item: Item = self._item(record, env)
+        if op.refresh_ttl and "t" in row.env:
+            self._refresh(row.record)
+        item: Item = self._item(row)
         return item
 
     def _put(self, op: PutOp, vectors: _Vectors | None) -> None:
@@ -370,64 +393,56 @@ class MemoryStore(BaseStore):
             new.setdefault("u", round(record.updated_at.timestamp() * 1e6))
             self.manager.write(self.namespace, read.key, new)
 
-    def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[tuple[Record, dict[str, Any]]]:
-        """The live records under the namespace prefix ``labels`` (and ``where``), unordered."""
+    def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[Row]:
+        """The live items under the namespace prefix ``labels`` (and ``where``), unordered."""
         glob = codec.prefix_of(labels) + "*"
         now = time.time()
-        out = []
-        for record in self.manager.query(self.namespace, glob, where=where):
-            env = record.value
-            if codec.under(env, labels) and not codec.expired(env, now):
-                out.append((record, env))
-        return out
+        rows = (self._row(record, labels, now) for record in self.manager.query(self.namespace, glob, where=where))
+        return [row for row in rows if row is not None]
 
     def _search(self, op: SearchOp, queries: Mapping[str, list[float]]) -> list[SearchItem]:
         where = codec.translate_filter(op.filter)
         offset, limit = max(op.offset, 0), max(op.limit, 0)
-        ranked: list[tuple[float | None, Record, dict[str, Any]]]
+        ranked: list[tuple[float | None, Row]]
         if op.query and op.query in queries:
             ranked = self._dense(op.namespace_prefix, where, queries[op.query])
         elif op.query and self._recall is not None and self.embeddings is None:
             ranked = self._lexical(op.namespace_prefix, where, op.query, offset + limit)
         else:
             rows = self._scan(op.namespace_prefix, where)
-            rows.sort(key=lambda row: (tuple(row[1]["n"]), row[1]["k"]))
-            ranked = [(None, record, env) for record, env in rows]
-        page = ranked[offset : offset + limit]
+            rows.sort(key=_order)
+            ranked = [(None, row) for row in rows]
         out = []
-        for score, record, env in page:
-            if op.refresh_ttl and "t" in env:
-                self._refresh(record)
-            item: SearchItem = self._item(record, env, SearchItem)
-            item.score = score
-            out.append(item)
+        for score, row in ranked[offset : offset + limit]:
+            if op.refresh_ttl and "t" in row.env:
+                self._refresh(row.record)
+            out.append(self._item(row, score, search=True))
         return out
 
     def _dense(
         self, labels: Sequence[str], where: dict[str, Any] | None, query: Sequence[float]
-    ) -> list[tuple[float | None, Record, dict[str, Any]]]:
+    ) -> list[tuple[float | None, Row]]:
         """Every item under ``labels`` matching ``where``: those with vectors by
         cosine similarity (the best field), best first, then those without
         (``score`` None), ties and the unscored in (namespace, key) order."""
         qnorm = codec.norm(query)
-        scored: list[tuple[float, Record, dict[str, Any]]] = []
-        unscored: list[tuple[Record, dict[str, Any]]] = []
-        for record, env in self._scan(labels, where):
-            vecs = env.get("e")
+        scored: list[tuple[float, Row]] = []
+        unscored: list[Row] = []
+        for row in self._scan(labels, where):
+            vecs = row.env.get("e")
             if vecs:
-                best = max(codec.cosine(query, qnorm, codec.unpack(v)) for v in vecs.values())
-                scored.append((best, record, env))
+                scored.append((max(codec.cosine(query, qnorm, codec.unpack(v)) for v in vecs.values()), row))
             else:
-                unscored.append((record, env))
-        scored.sort(key=lambda row: (-row[0], tuple(row[2]["n"]), row[2]["k"]))
-        unscored.sort(key=lambda row: (tuple(row[1]["n"]), row[1]["k"]))
-        ranked: list[tuple[float | None, Record, dict[str, Any]]] = [(s, r, e) for s, r, e in scored]
-        ranked.extend((None, r, e) for r, e in unscored)
+                unscored.append(row)
+        scored.sort(key=lambda pair: (-pair[0], *_order(pair[1])))
+        unscored.sort(key=_order)
+        ranked: list[tuple[float | None, Row]] = [(s, row) for s, row in scored]
+        ranked.extend((None, row) for row in unscored)
         return ranked
 
     def _lexical(
         self, labels: Sequence[str], where: dict[str, Any] | None, query: str, want: int
-    ) -> list[tuple[float | None, Record, dict[str, Any]]]:
+    ) -> list[tuple[float | None, Row]]:
         """The best ``want`` items for ``query`` by hrm-memory's recall, best
         first (ties in (namespace, key) order); asks again for more when
         expired items or an over-long key's neighbours were left out."""
@@ -437,16 +452,13 @@ class MemoryStore(BaseStore):
         while True:
             hits = self._recall(query, namespaces=[self.namespace], k=k, where=where, prefix=prefix)
             now = time.time()
-            rows = [
-                (float(hit.score), hit.record, hit.record.value)
-                for hit in hits
-                if codec.under(hit.record.value, labels) and not codec.expired(hit.record.value, now)
-            ]
-            if len(rows) >= want or len(hits) < k:
+            rows = [(float(hit.score), self._row(hit.record, labels, now)) for hit in hits]
+            found = [(score, row) for score, row in rows if row is not None]
+            if len(found) >= want or len(hits) < k:
                 break
             k *= 2
-        rows.sort(key=lambda row: (-row[0], tuple(row[2]["n"]), row[2]["k"]))
-        return [(s, r, e) for s, r, e in rows]
+        found.sort(key=lambda pair: (-pair[0], *_order(pair[1])))
+        return [(score, row) for score, row in found]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()
@@ -455,7 +467,7 @@ class MemoryStore(BaseStore):
             if condition.match_type == "prefix":
                 head = codec.literal_head(condition.path)
                 break
-        found = {tuple(env["n"]) for _, env in self._scan(head)}
+        found = {row.namespace for row in self._scan(head)}
         chosen = [ns for ns in found if all(codec.matches(ns, c.match_type, c.path) for c in conditions)]
         if op.max_depth is not None:
             chosen = list({ns[: op.max_depth] for ns in chosen})

@@ -18,7 +18,8 @@ bytes and ends with ``%#`` and the SHA-256 of the whole form (``%#`` never
 occurs in an escaped key), so prefix listing still reaches it.
 
 The stored value is an envelope that carries everything needed to rebuild the
-item without parsing the key: ``n`` (labels), ``k`` (key), ``v`` (the value,
+item without parsing the key: ``n`` (labels) and ``k`` (key), escaped as in the
+key (so that a label holding a lone surrogate is still JSON), ``v`` (the value,
 exactly as put), and when set ``x`` (expiry, epoch seconds), ``t`` (TTL in
 minutes, for refresh on read), ``u`` (the time of the last put, in
 microseconds, kept once a TTL refresh rewrote the record) and ``e`` (embedding
@@ -135,7 +136,7 @@ def envelope(
     vectors: Mapping[str, Sequence[float]] | None,
 ) -> dict[str, Any]:
     """The stored form of one item (see the module docstring)."""
-    env: dict[str, Any] = {"n": list(labels), "k": key, "v": value}
+    env: dict[str, Any] = {"n": [escape(label) for label in labels], "k": escape(key), "v": value}
     if ttl_minutes is not None:
         env["t"] = ttl_minutes
         env["x"] = now + ttl_minutes * 60.0
@@ -148,12 +149,6 @@ def expired(env: Mapping[str, Any], now: float) -> bool:
     """True once the item's expiry (``x``, epoch seconds) has passed."""
     x = env.get("x")
     return x is not None and x <= now
-
-
-def under(env: Mapping[str, Any], labels: Sequence[str]) -> bool:
-    """True if the item's namespace starts with ``labels``."""
-    n = env["n"]
-    return len(n) >= len(labels) and all(a == b for a, b in zip(n, labels))
 
 
 # -- vectors -------------------------------------------------------------------------
@@ -303,6 +298,5 @@ __all__ = [
     "prefix_of",
     "translate_filter",
     "unescape",
-    "under",
     "unpack",
 ]
