@@ -265,6 +265,9 @@ class Recalling(Steps):
             if index is not None:
                 index.purge(namespace)
                 self._dense_cache.pop(id(index), None)
+        # What this session still holds (session-only copies awaiting consent)
+        # stays readable, so it is indexed again, in memory.
+        self.bus.touched.update((namespace, st.key) for st in self.hot.scan(namespace))
 
     # -- recall ---------------------------------------------------------------------
 
