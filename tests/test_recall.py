@@ -497,3 +497,14 @@ def test_a_link_planted_at_the_index_file_is_refused(root: Path, tmp_path: Path)
             with pytest.raises(StorageError):
                 mm.recall("zqlink")
         assert target.read_bytes() == b""
+
+
+def test_a_revoke_with_purge_keeps_this_sessions_copies_findable(root: Path) -> None:
+    """Found by the stateful test: the purge emptied the in-memory index too,
+    though the session-only copies it held stay readable."""
+    with MemoryManager(root, durability="flush") as mm:
+        mm.write("focus.conversation", "c1", {"said": "a zqsession note"})
+        assert keys(mm.recall("zqsession")) == {("focus.conversation", "c1")}
+        mm.consent.revoke("conversation", purge=True)
+        assert mm.read("focus.conversation", "c1") == {"said": "a zqsession note"}
+        assert keys(mm.recall("zqsession")) == {("focus.conversation", "c1")}
