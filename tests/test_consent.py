@@ -77,6 +77,79 @@ def test_canary_grant_then_revoke_with_purge(root: Path) -> None:
         assert mm.check() == []
 
 
+#: A lower-case word of the canary: the recall index keeps words (and the text
+#: they came from); either form in any file is a leak.
+CANARY_WORD = "qqcanary5b1e0f"
+
+
+def index_files(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "index").iterdir())
+
+
+def test_canary_never_in_the_recall_index_before_consent(root: Path) -> None:
+    """Issue 15, must-show 4: gated text is searchable in its process, and no
+    file under the root holds it: the index file, its -wal and -shm included."""
+    with MemoryManager(root) as mm, MemoryManager(root) as other:
+        mm.write("altitude.history", "s1", {"summary": f"{CANARY} {CANARY_WORD}"})
+        mm.write("focus.conversation", "c1", f"said {CANARY_WORD} aloud")
+        mm.remember(f"The user whispered {CANARY_WORD} {CANARY}", kind="episodic", namespace="focus.conversation")
+        mm.write("altitude.patterns", "p1", {"note": "ungated words land in the index file"})
+        hits = mm.recall(CANARY_WORD, k=10)
+        assert {(h.namespace, h.key) for h in hits} >= {("altitude.history", "s1"), ("focus.conversation", "c1")}
+        assert mm.recall("ungated words")
+        assert other.recall(CANARY_WORD) == []  # another manager, as another process would
+        assert "recall.db" in index_files(root) and "recall.db-wal" in index_files(root)
+        for needle in (CANARY, CANARY_WORD):
+            assert files_containing(root, needle) == []
+    for needle in (CANARY, CANARY_WORD):
+        assert files_containing(root, needle) == []
+
+
+def test_canary_scrubbed_from_the_recall_index_by_revoke_with_purge(root: Path) -> None:
+    """Issue 15, must-show 4: once consented the text is indexed on disk;
+    revoke(purge=True) leaves none of it in any file (rows deleted, segments
+    merged, free pages zeroed, WAL truncated), even with another manager
+    holding the index open."""
+    with MemoryManager(root) as mm, MemoryManager(root) as other:
+        mm.write("altitude.patterns", "keep", {"note": "an ungated pattern stays indexed"})
+        mm.consent.grant("conversation")
+        for i in range(30):
+            mm.write("altitude.history", f"s{i}", {"summary": f"{CANARY} {CANARY_WORD} session {i} notes"})
+        mm.write("focus.conversation", "c1", f"said {CANARY_WORD} aloud")
+        # altitude.history keeps its newest 20 warm: the rest is archived already
+        assert len(mm.recall(CANARY_WORD, k=50, include_cold=True)) == 31
+        assert len(other.recall(CANARY_WORD, k=50, include_cold=True)) == 31  # caught up from the log
+        mm.archive(now=time.time() + 365 * 86400)  # some of it cold: indexed as archived
+        mm.write("altitude.history", "late", {"summary": f"{CANARY} {CANARY_WORD} late"})
+        assert mm.recall(CANARY_WORD, k=50, include_cold=True)
+        leaked = files_containing(root, CANARY_WORD)
+        assert any(p.parent.name == "index" for p in leaked)  # the grep does see the index
+
+        mm.consent.revoke("conversation", purge=True)
+        for needle in (CANARY, CANARY_WORD):
+            assert files_containing(root, needle) == []
+        assert mm.recall(CANARY_WORD, include_cold=True) == []
+        assert other.recall(CANARY_WORD, include_cold=True) == []
+        assert [h.key for h in mm.recall("ungated pattern")] == ["keep"]
+        for needle in (CANARY, CANARY_WORD):
+            assert files_containing(root, needle) == []
+    for needle in (CANARY, CANARY_WORD):
+        assert files_containing(root, needle) == []
+
+
+def test_canary_scrubbed_from_the_recall_index_by_undeclare_with_purge(root: Path) -> None:
+    with MemoryManager(root) as mm:
+        mm.declare(NamespaceSpec("t.secret", index=("$",)))
+        mm.write("t.secret", "k", {"text": f"{CANARY} {CANARY_WORD}"})
+        mm.write("altitude.patterns", "keep", {"note": "an ungated pattern stays indexed"})
+        assert [h.key for h in mm.recall(CANARY_WORD)] == ["k"]
+        assert files_containing(root, CANARY_WORD)
+        mm.undeclare("t.secret", purge=True)
+        for needle in (CANARY, CANARY_WORD):
+            assert files_containing(root, needle) == []
+        assert mm.recall("ungated pattern")
+
+
 def test_revoke_without_purge_keeps_what_was_consented(root: Path) -> None:
     with MemoryManager(root) as mm:
         mm.consent.grant("preferences")
