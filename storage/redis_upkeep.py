@@ -7,7 +7,8 @@ moving it to the namespace's quarantine hash, ``<prefix>q:<namespace>``),
 missing or of another version; fixed by a tombstone, as the file backend
 does), ``orphan-archive-copy`` (an archive copy no marker points at; fixed by
 removing it), ``foreign-key`` (one of this store's keys holds another Redis
-type: reported only) and ``corrupt-declaration`` (reported only).
+type: reported only), ``corrupt-declaration`` (reported only) and
+``eviction-possible`` (the server may evict keys when full: reported only).
 """
 
 from __future__ import annotations
@@ -112,6 +113,15 @@ def check(backend: _Backend, fix: bool) -> list[Finding]:
                         client.hdel(h.cold, key)
             except RedisError as exc:
                 raise failure(exc, "check", where, ns) from None
+    try:
+        conf = client.config_get("maxmemory*")
+        policy, limit = conf.get("maxmemory-policy", "noeviction"), int(conf.get("maxmemory", 0) or 0)
+        if limit and policy != "noeviction":
+            findings.append(Finding("eviction-possible", where,
+                                    f"maxmemory {limit} with maxmemory-policy {policy}: Redis may drop records "
+                                    "silently when full; use noeviction (writes then fail with StorageError)"))
+    except RedisError:
+        pass  # CONFIG disabled (a managed server): not ours to judge
     try:
         declared = client.hgetall(backend._decl)
     except ResponseError as exc:
