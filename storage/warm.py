@@ -40,23 +40,26 @@ import logging
 import os
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import orjson
 from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
 from hrm_memory.errors import CorruptRecord, MemoryStoreError, StoreClosed
 from hrm_memory.records import Stored
 
-from .fsutil import SharedCounters, ensure_real_dirs, frame, storage_error, unframe
+from .fsutil import SharedCounters, ensure_real_dirs, storage_error
 from .locks import NamespaceLocks
+from .warm_format import N_BUCKETS, bucket_of, encode_line, parse_line, salvage
 from .warm_upkeep import Entry, WarmUpkeep, _Bucket
+
+__all__ = [
+    "COMPACT_MIN_GARBAGE", "FULL_CHECK_SECONDS", "N_BUCKETS", "Cache", "Generations", "WarmTier", "bucket_of",
+    "encode_line", "parse_line",
+]  # fmt: skip
 
 log = logging.getLogger("hrm_memory.warm")
 
-N_BUCKETS = 64
 COMPACT_MIN_GARBAGE = 256 * 1024
 _CHUNK = 8 * 1024 * 1024
 
@@ -66,43 +69,6 @@ class Cache(Protocol):
     def get(self, key: tuple[str, str]) -> Stored | None: ...
 
     def put(self, key: tuple[str, str], stored: Stored) -> None: ...
-
-
-def bucket_of(key: str) -> int:
-    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % N_BUCKETS
-
-
-def encode_line(op: str, key: str, version: int, created: int, updated: int, value: bytes) -> bytes:
-    return frame(orjson.dumps([op, key, version, created, updated]) + b"\t" + value)
-
-
-def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
-    """``(header, value)`` of a line whose checksum holds, else None."""
-    body = unframe(line)
-    if body is None:
-        return None
-    tab = body.find(b"\t")
-    if tab < 0:
-        return None
-    try:
-        header = orjson.loads(body[:tab])
-    except orjson.JSONDecodeError:
-        return None
-    if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
-        return None
-    return header, body[tab + 1 :]
-
-
-def _salvage(line: bytes) -> tuple[str, int] | None:
-    """Best effort: ``(key, version)`` of a damaged line, if its header still parses."""
-    tab = line.find(b"\t", 9)
-    try:
-        header = orjson.loads(line[9:tab] if tab > 0 else line[9:])
-    except orjson.JSONDecodeError:
-        return None
-    if type(header) is list and len(header) == 5 and type(header[1]) is str and type(header[2]) is int:
-        return header[1], header[2]
-    return None
 
 
 class Generations(SharedCounters):
@@ -288,7 +254,7 @@ class WarmTier(WarmUpkeep):
                     # The key a damaged line names may itself be damaged, so
                     # every key older than the line is suspect (see get()).
                     b.unknown_after = base + nl
-                    salvaged = _salvage(line)
+                    salvaged = salvage(line)
                     if salvaged is not None:
                         key, version = salvaged
                         old = index.get(key)

@@ -46,6 +46,7 @@ from .fsutil import (
     storage_error,
 )
 from .locks import NamespaceLocks
+from .warm_format import Misfit, audit, parse_line
 
 # Index entry: (op, version, created_us, updated_us, offset, length); offset
 # and length delimit the line between its two newlines. op "x" marks a key
@@ -115,6 +116,8 @@ class WarmUpkeep:
         def _refresh_by_stat(self, b: _Bucket) -> bool: ...
 
         def _bump(self, b: _Bucket) -> None: ...
+
+        def _append(self, namespace: str, b: _Bucket, line: bytes) -> int: ...
 
     # -- bucket files ----------------------------------------------------------
 
@@ -450,9 +453,96 @@ class WarmUpkeep:
                         fixed=fix,
                     )
                 )
-            if fix and (b.corrupt or b.tail):
+            misplaced, replayed, current = audit(b.fd, b.size, idx) if b.fd is not None else ([], [], {})
+            for m in misplaced:
+                findings.append(
+                    Finding(
+                        "misplaced-record",
+                        str(b.path),
+                        f"line of key {m.key!r} (version {m.version}) at offset {m.offset} belongs in bucket "
+                        f"{m.home:02x}.log (a bucket file restored or renamed wrongly?)",
+                        namespace,
+                        fixed=fix,
+                        extra={"offset": m.offset, "length": m.length, "key": m.key, "bucket": m.home},
+                    )
+                )
+            for m in replayed:
+                findings.append(
+                    Finding(
+                        "replayed-record",
+                        str(b.path),
+                        f"line of key {m.key!r} at offset {m.offset} repeats an earlier line (version {m.version}, "
+                        f"below version {m.newest} before it): an old line appended again",
+                        namespace,
+                        fixed=fix,
+                        extra={"offset": m.offset, "length": m.length, "key": m.key, "version": m.version},
+                    )
+                )
+            if fix and (misplaced or replayed):
+                self._rehome(namespace, b, misplaced, replayed, current)
+            if fix and (b.corrupt or b.tail or misplaced or replayed):
                 self.compact_bucket(namespace, b)
         return findings
+
+    def _rehome(
+        self,
+        namespace: str,
+        b: _Bucket,
+        misplaced: list[Misfit],
+        replayed: list[Misfit],
+        current: dict[str, tuple[int, bytes]],
+    ) -> None:
+        """check(fix=True) of misplaced and replayed lines; nothing is lost.
+
+        Every such line is copied to ``quarantine/`` first. The newest line
+        of each misplaced key is then appended to the bucket its key hashes
+        to, unless that bucket already holds the same or a newer version of
+        the key (or a damaged line of it): then the copy in quarantine is all
+        there is to keep, as for any superseded line. Finally the misplaced
+        keys leave this bucket's index, and each replayed key's entry goes
+        back to its newest legitimate line, so the compaction that follows
+        drops the misplaced and replayed lines and keeps that one."""
+        assert b.fd is not None
+        fd = b.fd
+        try:
+            for kind, lost in (("misplaced", misplaced), ("replayed", replayed)):
+                if lost:
+                    data = b"".join(b"\n" + os.pread(fd, m.length, m.offset) + b"\n" for m in lost)
+                    quarantine(self.store_root, f"warm/{b.rel}", data, f"{kind}-{lost[0].offset}")
+            newest: dict[str, tuple[Misfit, bytes]] = {}
+            for m in misplaced:
+                if m.key not in newest or m.version >= newest[m.key][0].version:
+                    newest[m.key] = (m, os.pread(fd, m.length, m.offset))
+        except OSError as exc:
+            raise storage_error(exc, "move misplaced lines aside from", b.path) from None
+        homes: dict[int, list[tuple[Misfit, bytes]]] = {}
+        for m, line in newest.values():
+            homes.setdefault(m.home, []).append((m, line))
+        for home, group in sorted(homes.items()):
+            hb = self._bucket(namespace, home)
+            with hb.lock:
+                self._refresh(hb)
+                moving: list[tuple[Entry, str, bytes]] = []
+                for m, line in group:
+                    e = hb.index.get(m.key)
+                    entry = _entry_of(line)
+                    if entry is not None and (e is None or (e[0] != "x" and m.version > e[1])):
+                        moving.append((entry, m.key, line))
+                if not moving:
+                    continue
+                pos = self._append(namespace, hb, b"".join(b"\n" + line + b"\n" for _, _, line in moving))
+                for entry, key, line in moving:
+                    old = hb.index.get(key)
+                    if old is not None:
+                        hb.garbage += old[5] + 2
+                    hb.index[key] = (entry[0], entry[1], entry[2], entry[3], pos + 1, len(line))
+                    pos += len(line) + 2
+        for m in misplaced:
+            b.index.pop(m.key, None)
+        for key, (off, line) in current.items():
+            entry = _entry_of(line)
+            if entry is not None:
+                b.index[key] = (entry[0], entry[1], entry[2], entry[3], off, len(line))
 
     def compact(self, namespace: str | None = None) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed."""
@@ -461,6 +551,18 @@ class WarmUpkeep:
             for b in self._buckets_of(ns):
                 total += self.compact_bucket(ns, b)
         return total
+
+
+def _entry_of(line: bytes) -> Entry | None:
+    """The index entry (offset 0) of an intact line whose header has the
+    expected types, else None."""
+    parsed = parse_line(line)
+    if parsed is None:
+        return None
+    op, _, version, created, updated = parsed[0]
+    if op not in ("p", "d", "a") or not all(type(n) is int for n in (version, created, updated)):
+        return None
+    return (op, version, created, updated, 0, len(line))
 
 
 def _write_all(fd: int, data: bytes) -> None:
