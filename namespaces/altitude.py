@@ -14,7 +14,9 @@ NAMESPACES = [
     NamespaceSpec("altitude.patterns", description="observed user patterns, by pattern code", index=("$",), kind="semantic"),
     NamespaceSpec("altitude.coaching", description="how the assistant should behave, by coaching code", index=("$",), kind="procedural"),
     # Legacy the_assist stores (one record per legacy file; see migration/layout.py).
-    NamespaceSpec("altitude.compressed", description="legacy CompressedMemory state (memory_v2)"),
+    NamespaceSpec(
+        "altitude.compressed", description="legacy CompressedMemory state (memory_v2)", index=("$",), kind="semantic"
+    ),
     NamespaceSpec("altitude.conversations", description="legacy v1 saved conversations, by timestamp", index=("$",), kind="episodic"),
     NamespaceSpec("altitude.context", description="legacy v1 context, observations and entities", index=("$",), kind="semantic"),
     NamespaceSpec("altitude.agents", description="legacy curator, proactive engine and HRM agent state"),

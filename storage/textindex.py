@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS docs(
     UNIQUE(ns, key)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, tokenize='porter unicode61 remove_diacritics 2');
+CREATE INDEX IF NOT EXISTS docs_recent ON docs(ns, updated_us);
 CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -204,6 +205,17 @@ class TextIndex:
         with self._lock:
             rows = self._conn().execute("SELECT key, version, updated_us, tier FROM docs WHERE ns=?", (namespace,))
             return {k: (v, u, t) for k, v, u, t in rows}
+
+    def newest(self, namespace: str, n: int) -> list[tuple[str, int]]:
+        """``(key, version)`` of the ``n`` most recently updated live rows of ``namespace``."""
+        with self._lock:
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return []
+            rows = self._conn().execute(
+                "SELECT key, version FROM docs WHERE ns=? AND tier != 'cold' ORDER BY updated_us DESC, key LIMIT ?",
+                (namespace, n),
+            )
+            return [(str(k), int(v)) for k, v in rows]
 
     def namespaces(self) -> set[str]:
         with self._lock:

@@ -32,12 +32,12 @@ from .spec import (
     NamespaceSpec,
     conflict,
 )
-from .memories import Remembering
+from .context import Contexting
 from .steps import CONSENT_NAMESPACE, Attrs, now_us
 from .tracing import OpSpan, current_trace_id
 
 
-class Admin(Remembering):
+class Admin(Contexting):
     """The administrative handlers; :class:`hrm_memory.pipeline.Pipeline` adds the record ones."""
 
     def _namespaces(self, op: NamespacesOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:

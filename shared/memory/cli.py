@@ -306,6 +306,7 @@ COMMANDS = {
     "declare": cmd_declare,
     "undeclare": cmd_undeclare,
     "recall": cli_recall.cmd_recall,
+    "context": cli_recall.cmd_context,
 }
 
 
@@ -398,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cold", action="store_true", help="include archived records")
     s.add_argument("--compact", action="store_true", help="show the stored compact form, codes unexpanded")
     cli_recall.register(sub)
+    cli_recall.register_context(sub)
     sub.add_parser("stats", help="counts and sizes per namespace")
     s = sub.add_parser("check", help="walk the store and report damage (exit 4 if any)")
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")

@@ -1,4 +1,5 @@
-"""``hrm-memory recall QUERY``: find memories by meaning (see :meth:`MemoryManager.recall`)."""
+"""``hrm-memory recall QUERY`` and ``hrm-memory context HRM``: memories by meaning
+(:meth:`MemoryManager.recall`) and an HRM's memory as a prompt (:meth:`MemoryManager.context`)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,35 @@ def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
                 print(f"  stage {stage['stage']}: {stage['hits']} hit(s), best confidence {stage['confidence']}"
                       + (" (cold included)" if stage["cold"] else ""))
     return EXIT_OK if hits else EXIT_NOT_FOUND
+
+
+def register_context(sub: Any) -> None:
+    s = sub.add_parser("context", help="an HRM's memory as a prompt within a token budget")
+    s.add_argument("hrm", help="the HRM whose memory to render, e.g. altitude")
+    s.add_argument("--budget", type=_budget, default=2000, help="tokens at most (o200k; default 2000)")
+    s.add_argument("--query", help="lead with memories recalled for this query")
+    s.add_argument("--section", action="append", help="keep only this section (repeatable)")
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..1000000, got {text!r}")
+    return value
+
+
+def cmd_context(mm: MemoryManager, args: argparse.Namespace) -> int:
+    ctx = mm.context(args.hrm, budget=args.budget, query=args.query, sections=args.section)
+    if args.json:
+        print(_dump({
+            "hrm": ctx.hrm, "text": ctx.text, "tokens": ctx.tokens, "budget": ctx.budget, "omitted": ctx.omitted,
+            "counter": ctx.counter, "legend": ctx.legend,
+            "sections": [{"name": s.name, "budget": s.budget, "tokens": s.tokens, "shown": s.shown,
+                          "omitted": s.omitted} for s in ctx.sections],
+        }))
+    else:
+        print(ctx.text)
+    return EXIT_OK

@@ -28,6 +28,7 @@ from .ops import (
     CheckOp,
     CompactOp,
     ConsentOp,
+    ContextOp,
     CursorOp,
     DeclareOp,
     DeleteOp,
@@ -48,6 +49,7 @@ from .ops import (
 )
 from .pipeline import Pipeline
 from .memories import Remembered
+from .context import Context
 from .recall import FUSIONS, Hit
 from .records import Event, Finding, Record
 from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
@@ -70,6 +72,8 @@ class Operations:
     each builds one op and runs it (as the handle's HRM, for a scope)."""
 
     _pipeline: Pipeline
+    #: The HRM a scoped handle acts as (None for the manager itself).
+    hrm: str | None = None
     #: ``pipeline.run`` bound to this handle's HRM: ``_run(op)``, or on the
     #: hot path ``_run(fields, OpType)`` (see :mod:`hrm_memory.ops`).
     _run: Callable[..., Any]
@@ -194,6 +198,38 @@ class Operations:
         return self._run(  # type: ignore[no-any-return]
             RememberOp(content, kind, namespace, importance, tuple(tags), key)
         )
+
+    def context(
+        self,
+        hrm: str | None = None,
+        *,
+        budget: int = 2000,
+        query: str | None = None,
+        sections: str | Sequence[str] | None = None,
+        now: Any = None,
+    ) -> Context:
+        """An HRM's memory rendered as Markdown for a prompt, never over
+        ``budget`` tokens (o200k, headers and footers included).
+
+        Sections (now, goals and commitments, people, patterns and
+        preferences, recent history, then a legend of the codes that appear)
+        each get a share of the budget; whole entries only, an entry that
+        does not fit is skipped and counted in ``… N more not shown``. With
+        ``query``, recalled memories lead. ``sections`` keeps only those
+        sections; ``now`` (epoch seconds or an aware datetime) fixes the
+        clock that relative dates are written against, so the same store
+        renders byte-identical text. A scoped handle renders its own HRM.
+        Reads a bounded number of records whatever the store's size."""
+        return self._run(  # type: ignore[no-any-return]
+            ContextOp(self._hrm(hrm), budget, query, sections, now)
+        )
+
+    def _hrm(self, hrm: str | None) -> str:
+        if hrm is not None:
+            return hrm
+        if self.hrm is None:
+            raise InvalidArgument("context() needs the HRM whose memory to render, e.g. context('altitude')")
+        return self.hrm
 
     def expand(self, namespace: str, value: Any) -> Any:
         """The readable form of a coded ``value`` of ``namespace`` (what

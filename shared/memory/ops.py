@@ -177,6 +177,17 @@ class RecallOp(NamedTuple):
     prefix: str | None = None
 
 
+class ContextOp(NamedTuple):
+    """Render an HRM's memory into a prompt within ``budget`` tokens (see
+    :meth:`MemoryManager.context`); the result is a ``Context``."""
+
+    hrm: str
+    budget: int = 2000
+    query: str | None = None
+    sections: str | Sequence[str] | None = None
+    now: Any = None
+
+
 class RememberOp(NamedTuple):
     """Store a typed memory (see :meth:`MemoryManager.remember`); the result
     is a ``Remembered``."""
@@ -190,6 +201,7 @@ class RememberOp(NamedTuple):
 
 
 Op = Union[
+    ContextOp,
     RecallOp,
     RememberOp,
     GetOp,
@@ -222,6 +234,7 @@ __all__ = [
     "CheckOp",
     "CompactOp",
     "ConsentOp",
+    "ContextOp",
     "CursorOp",
     "DeclareOp",
     "DeleteOp",

@@ -40,6 +40,7 @@ from .ops import (
     CheckOp,
     CompactOp,
     ConsentOp,
+    ContextOp,
     CursorOp,
     DeclareOp,
     DeleteOp,
@@ -370,6 +371,7 @@ _HANDLERS: dict[type, tuple[str, Handler, bool]] = {
     StatsOp: ("stats", Pipeline._stats, False),
     RecallOp: ("recall", Pipeline._recall, False),
     RememberOp: ("remember", Pipeline._remember, False),
+    ContextOp: ("context", Pipeline._context, False),
 }
 assert set(_HANDLERS) == set(OP_TYPES), "every op type has exactly one handler"
 
