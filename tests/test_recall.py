@@ -16,16 +16,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
 from hrm_memory import (
     AccessDenied,
     DuplicateMemory,
@@ -36,6 +32,9 @@ from hrm_memory import (
     StorageError,
     TrivialMemory,
 )
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 NOTES = NamespaceSpec("t.notes", index=("text",), ttl=60.0)
 
@@ -52,7 +51,8 @@ def files_holding(root: Path, needle: str) -> list[str]:
 def run_child(code: str, root: Path) -> Any:
     """Run ``code`` in a fresh interpreter (another process on ``root``); its
     last stdout line is JSON."""
-    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60,
+                         check=False)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -241,7 +241,7 @@ def test_kinds_since_where_prefix_and_k(root: Path) -> None:
             ("shared.memories", "fact-13"), ("shared.memories", "fact-14"), ("shared.memories", "todo-1")}
         assert {h.key for h in mm.recall("zqberry", prefix="fact-1", k=50)} == {f"fact-{i}" for i in range(10, 15)}
         assert mm.recall("zqberry", since=time.time() + 60) == []
-        assert len(mm.recall("zqberry", kinds=every, since=datetime.now(timezone.utc) - timedelta(minutes=5), k=50)) == 17
+        assert len(mm.recall("zqberry", kinds=every, since=datetime.now(UTC) - timedelta(minutes=5), k=50)) == 17
         mark = time.time()
         time.sleep(0.01)
         mm.write("shared.memories", "fact-late", {"text": "a late zqberry", "kind": "semantic"})
@@ -493,9 +493,8 @@ def test_a_link_planted_at_the_index_file_is_refused(root: Path, tmp_path: Path)
         for p in (root / "index").iterdir():
             p.unlink()
         link.symlink_to(target)
-        with MemoryManager(root, durability="flush") as mm:
-            with pytest.raises(StorageError):
-                mm.recall("zqlink")
+        with MemoryManager(root, durability="flush") as mm, pytest.raises(StorageError):
+            mm.recall("zqlink")
         assert target.read_bytes() == b""
 
 

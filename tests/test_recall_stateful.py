@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hrm_memory import MemoryManager, NamespaceSpec
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
-from hrm_memory import MemoryManager, NamespaceSpec
 
 NOTES = NamespaceSpec("t.notes", index=("text",), ttl=60.0, description="indexed, ages into cold")
 CHAT = NamespaceSpec("t.chat", index=("text",), consent="conversation", description="indexed, gated")
@@ -37,7 +36,7 @@ NAMESPACES = [s.name for s in SPECS]
 KEYS = [f"k{i}" for i in range(6)]
 #: Rare terms: none is a prefix of another, none occurs in the filler.
 TERMS = [f"zq{c}{c}{c}7" for c in "abcde"]
-FILLER = "the quiet river carried lanterns past sleeping houses toward a harbour".split()
+FILLER = ["the", "quiet", "river", "carried", "lanterns", "past", "sleeping", "houses", "toward", "a", "harbour"]
 
 
 def text_of(value: Any) -> str:
@@ -156,14 +155,11 @@ TestRecallMachine = RecallMachine.TestCase
 
 # -- a process SIGKILLed between (and inside) its steps ------------------------------
 
-CHILD = r"""
+CHILD = f"TERMS = {TERMS!r}\nFILLER = {FILLER!r}\nKEYS = {KEYS!r}\n" + r"""
 import random, sys, time
 from hrm_memory import MemoryManager, NamespaceSpec
 NOTES = NamespaceSpec("t.notes", index=("text",), ttl=60.0, description="indexed, ages into cold")
 CHAT = NamespaceSpec("t.chat", index=("text",), consent="conversation", description="indexed, gated")
-TERMS = %(terms)r
-FILLER = %(filler)r
-KEYS = %(keys)r
 rng = random.Random(int(sys.argv[2]))
 with MemoryManager(sys.argv[1], durability="flush") as mm:
     mm.declare(NOTES)
@@ -188,7 +184,7 @@ with MemoryManager(sys.argv[1], durability="flush") as mm:
             mm.consent.grant("conversation")
         else:
             mm.consent.revoke("conversation", purge=rng.random() < 0.5)
-""" % {"terms": TERMS, "filler": FILLER, "keys": KEYS}
+"""
 
 
 def test_recall_after_sigkill_between_steps(tmp_path: Path) -> None:
