@@ -48,6 +48,7 @@ from langgraph.store.base import (
 
 from . import langgraph_codec as codec
 from .errors import InvalidArgument, InvalidKey, InvalidValue
+from .filters import compile_where
 from .manager import MemoryManager
 from .records import Record
 from .spec import MAX_VALUE_BYTES, NamespaceSpec
@@ -128,6 +129,7 @@ class MemoryStore(BaseStore):
             if self.index_config.get("embed") is not None:
                 self.embeddings = ensure_embeddings(self.index_config["embed"])
         self.lexical = bool(lexical)
+        self._listed: bool | None = None
         self._recall = getattr(self.manager, "recall", None) if self.lexical else None
         try:
             self._declare()
@@ -394,11 +396,76 @@ class MemoryStore(BaseStore):
             self.manager.write(self.namespace, read.key, new)
 
     def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[Row]:
-        """The live items under the namespace prefix ``labels`` (and ``where``), unordered."""
-        glob = codec.prefix_of(labels) + "*"
+        """The live items under the namespace prefix ``labels`` (and ``where``), unordered.
+
+        Under a non-empty prefix, the keys come from the backend's key list
+        (no value is read) and only the matching ones are read, each through
+        the pipeline like any read; the whole store is one ``query``."""
+        prefix = codec.prefix_of(labels)
         now = time.time()
-        rows = (self._row(record, labels, now) for record in self.manager.query(self.namespace, glob, where=where))
+        records: Iterable[Record | None]
+        if prefix and self._keys_listed():
+            matches = compile_where(where)
+            ns = self.namespace
+            keys = [key for key, _, _ in self.manager.backend.keys(ns) if key.startswith(prefix)]
+            records = (self.manager.get_record(ns, key) for key in keys)
+            if matches is not None:
+                records = (r for r in records if r is not None and matches(r.value))
+        else:
+            records = self.manager.query(self.namespace, prefix + "*", where=where)
+        rows = (self._row(record, labels, now) for record in records if record is not None)
         return [row for row in rows if row is not None]
+
+    def _candidates(self, labels: Sequence[str]) -> list[tuple[tuple[str, ...], str, str]]:
+        """``(namespace, key, hrm key)`` of every stored item under ``labels``,
+        sorted, from the backend's key list (only an over-long, hashed key
+        needs its value read)."""
+        prefix, want = codec.prefix_of(labels), tuple(labels)
+        out = []
+        for hk, _, _ in self.manager.backend.keys(self.namespace):
+            if not hk.startswith(prefix):
+                continue
+            parsed = codec.parse_key(hk)
+            if parsed is None:
+                record = self.manager.get_record(self.namespace, hk)
+                if record is None:
+                    continue
+                env = record.value
+                parsed = tuple(codec.unescape(label) for label in env["n"]), codec.unescape(env["k"])
+            if parsed[0][: len(want)] == want:
+                out.append((parsed[0], parsed[1], hk))
+        out.sort()
+        return out
+
+    def _ordered(self, labels: Sequence[str], where: dict[str, Any] | None, want: int | None) -> list[Row]:
+        """The first ``want`` live items under ``labels`` matching ``where`` in
+        the default order, reading values only until that many matched."""
+        if not self._keys_listed():
+            rows = sorted(self._scan(labels, where), key=_order)
+            return rows if want is None else rows[:want]
+        matches = compile_where(where)
+        now = time.time()
+        out: list[Row] = []
+        if want == 0:
+            return out
+        for _, _, hk in self._candidates(labels):
+            record = self.manager.get_record(self.namespace, hk)
+            if record is None or (matches is not None and not matches(record.value)):
+                continue
+            row = self._row(record, labels, now)
+            if row is not None:
+                out.append(row)
+                if want is not None and len(out) >= want:
+                    break
+        return out
+
+    def _keys_listed(self) -> bool:
+        """True when the backend holds every item (the namespace is neither
+        hot nor consent-gated, so no value lives in this process only)."""
+        if self._listed is None:
+            spec = next((s for s in self.manager.namespaces() if s.name == self.namespace), None)
+            self._listed = spec is not None and spec.tier != "hot" and spec.consent is None
+        return self._listed
 
     def _search(self, op: SearchOp, queries: Mapping[str, list[float]]) -> list[SearchItem]:
         where = codec.translate_filter(op.filter)
@@ -409,9 +476,7 @@ class MemoryStore(BaseStore):
         elif op.query and self._recall is not None and self.embeddings is None:
             ranked = self._lexical(op.namespace_prefix, where, op.query, offset + limit)
         else:
-            rows = self._scan(op.namespace_prefix, where)
-            rows.sort(key=_order)
-            ranked = [(None, row) for row in rows]
+            ranked = [(None, row) for row in self._ordered(op.namespace_prefix, where, offset + limit)]
         out = []
         for score, row in ranked[offset : offset + limit]:
             if op.refresh_ttl and "t" in row.env:
@@ -467,7 +532,18 @@ class MemoryStore(BaseStore):
             if condition.match_type == "prefix":
                 head = codec.literal_head(condition.path)
                 break
-        found = {row.namespace for row in self._scan(head)}
+        found: set[tuple[str, ...]] = set()
+        if self._keys_listed():
+            # One live item proves a namespace: values are read only until one is found.
+            now = time.time()
+            for ns, _, hk in self._candidates(head):
+                if ns in found or not all(codec.matches(ns, c.match_type, c.path) for c in conditions):
+                    continue
+                record = self.manager.get_record(self.namespace, hk)
+                if record is not None and not codec.expired(record.value, now):
+                    found.add(ns)
+        else:
+            found = {row.namespace for row in self._scan(head)}
         chosen = [ns for ns in found if all(codec.matches(ns, c.match_type, c.path) for c in conditions)]
         if op.max_depth is not None:
             chosen = list({ns[: op.max_depth] for ns in chosen})
