@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 import redis
-from hrm_memory.errors import CursorExpired, InvalidCursor
+from hrm_memory.errors import BackendUnavailable, CursorExpired, InvalidCursor
 from hrm_memory.records import Event
 from redis.exceptions import RedisError
 
@@ -79,6 +79,7 @@ class RedisChangeLog:
         self._rename()
         self._pending = threading.local()
         self.gaps = 0  # changes that could not be logged
+        self._down = False  # the last poll found Redis unavailable
 
     def _rename(self) -> None:
         self._pid = os.getpid()
@@ -152,8 +153,22 @@ class RedisChangeLog:
         return _before(first[0][0].decode()) if first else self.cursor()
 
     def changed(self, cursor: str) -> bool:
+        """Polled every few milliseconds by each subscribing process. While
+        Redis is unavailable it answers False (logged once per outage, not
+        every poll); the next poll after the server is back finds what was
+        added meanwhile."""
         parse_id(cursor)
-        return bool(self._run_read(cursor, "+", 1))
+        try:
+            found = bool(self._run_read(cursor, "+", 1))
+        except BackendUnavailable as exc:
+            if not self._down:
+                self._down = True
+                log.warning("change log: %s; events from other processes resume when it is back", exc)
+            return False
+        if self._down:
+            self._down = False
+            log.warning("change log: Redis at %s is back; delivering what was missed", self._shown)
+        return found
 
     def read(self, cursor: str, upto: str | None = None, *, skip_own: bool = True) -> tuple[list[Event], str]:
         parse_id(cursor)
