@@ -90,6 +90,7 @@ PER_RECORD = 40  # entries taken from one record
 MAX_ENTRY_TOKENS = 60
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
 NEAR_DUPLICATE = 0.8
+FOOTER_RESERVE = 12  # tokens kept free in a section for its "… N more not shown"
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_session", "created", "updated",
                           "mentions", "index", "validated", "kind", "importance", "type", "category", "data",
@@ -363,26 +364,53 @@ def _cap(text: str, limit: int) -> str:
 
 def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map: dict[str, str],
           budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
-    count = tokens.count
+    """Fill the sections; when budget is left over while sections left
+    entries out, fill once more with that remainder given to them, in
+    proportion to what each left out."""
     by_section: dict[str, list[_Entry]] = {}
     for e in sorted(entries, key=lambda e: e.rank):
         by_section.setdefault(e.section, []).append(e)
+    result = _fill_once(plan, by_section, legend_map, budget, {})
+    text, used, figures, omitted, _ = result
+    # Each section keeps what it used plus the slack the fill leaves (the
+    # footer reserve), and the spare goes to those that left entries out.
+    slack = FOOTER_RESERVE
+    spare = budget - used - slack * len(figures)
+    if spare > 16 and omitted:
+        hidden = {f.name: f.omitted for f in figures if f.omitted and f.name != "legend"}
+        total = sum(hidden.values())
+        if total:
+            fixed = {f.name: f.tokens + slack + spare * hidden.get(f.name, 0) // total for f in figures}
+            second = _fill_once(plan, by_section, legend_map, budget, fixed)
+            if second[1] <= budget and second[3] < omitted:
+                return second
+    return result
+
+
+def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[_Entry]], legend_map: dict[str, str],
+               budget: int, fixed: dict[str, int]) -> tuple[str, int, list[Section], int, dict[str, str]]:
+    count = tokens.count
     taken = _Taken()
     lines: list[str] = []
     figures: list[Section] = []
     used = 0
-    carry = 0.0
     omitted_total = 0
     legend: dict[str, str] = {}
+    # Sections with nothing to show give up their share; each section gets
+    # its share of what the sections before it left.
+    plan = [p for p in plan if p[0] == "legend" or by_section.get(p[0])]
+    shares_left = sum(share for _, _, share in plan)
     for name, title, share in plan:
-        allowance = int(budget * share + carry)
+        allowance = int((budget - used) * share / shares_left) if shares_left > 0 else 0
+        shares_left -= share
+        if name in fixed:
+            allowance = min(fixed[name], budget - used)
         if name == "legend":
             pool = [_Entry("legend", f"{c}={legend_map[c]}", (c,)) for c in sorted(legend_map)
                     if re.search(rf"(?<![\w]){re.escape(c)}(?![\w])", "\n".join(lines))]
         else:
             pool = by_section.get(name, [])
         if not pool:
-            carry = allowance
             continue
         header = f"## {title}"
         cost_header = _cost(header)
@@ -397,7 +425,7 @@ def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map:
             if not line or taken.near(sig):
                 continue
             # Room for a footer is kept while entries remain after this one.
-            if sect_used + cost + 12 <= allowance and used + sect_used + cost + 12 <= budget:
+            if sect_used + cost + FOOTER_RESERVE <= allowance and used + sect_used + cost + FOOTER_RESERVE <= budget:
                 sect_lines.append(line)
                 sect_used += cost
                 taken.add(sig)
@@ -408,7 +436,6 @@ def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map:
             else:
                 omitted += 1
         if not shown:
-            carry = allowance
             omitted_total += omitted
             figures.append(Section(name, allowance, 0, 0, omitted))
             continue
@@ -419,7 +446,6 @@ def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map:
         lines.append(header)
         lines.extend(sect_lines)
         used += sect_used
-        carry = max(0.0, allowance - sect_used)
         omitted_total += omitted
         figures.append(Section(name, allowance, sect_used, shown, omitted))
     text = "\n".join(lines)
