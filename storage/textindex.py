@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -83,6 +84,20 @@ class TextIndex:
     def persistent(self) -> bool:
         return self.path is not None
 
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the lock; a damaged file raises :class:`CorruptRecord` (typed,
+        with the way out), not sqlite3's own error. Busy and I/O errors pass."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError as exc:
+                raise CorruptRecord(
+                    f"the recall index {self.path} is damaged ({exc}); delete it to rebuild"
+                ) from None
+
     def _conn(self) -> sqlite3.Connection:
         db = self._db
         if db is not None:
@@ -116,16 +131,20 @@ class TextIndex:
         except OSError as exc:
             raise _fs.storage_error(exc, "open the recall index", path) from None
         db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")  # derived data: rebuilt from the logs if lost
-        db.execute("PRAGMA secure_delete=ON")
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # derived data: rebuilt from the logs if lost
+            db.execute("PRAGMA secure_delete=ON")
+        except BaseException:
+            db.close()  # a damaged file: no descriptor left open behind the error
+            raise
         return db
 
     # -- writing ----------------------------------------------------------------
 
     def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
         """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction."""
-        with self._lock:
+        with self._locked():
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -167,7 +186,7 @@ class TextIndex:
     def purge(self, namespace: str) -> int:
         """Remove every row of ``namespace`` and leave none of its text in the
         file: merged segments, zeroed free pages, an empty WAL."""
-        with self._lock:
+        with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return 0
             db = self._conn()
@@ -183,7 +202,7 @@ class TextIndex:
         ids = list(ids)
         if not ids:
             return
-        with self._lock:
+        with self._locked():
             db = self._conn()
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -196,19 +215,19 @@ class TextIndex:
     # -- reading ----------------------------------------------------------------
 
     def meta(self, name: str) -> str | None:
-        with self._lock:
+        with self._locked():
             row = self._conn().execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
             return None if row is None else str(row[0])
 
     def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]:
         """``key -> (version, updated_us, tier)`` of every row of ``namespace``."""
-        with self._lock:
+        with self._locked():
             rows = self._conn().execute("SELECT key, version, updated_us, tier FROM docs WHERE ns=?", (namespace,))
             return {k: (v, u, t) for k, v, u, t in rows}
 
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]:
         """``(key, version)`` of the ``n`` most recently updated live rows of ``namespace``."""
-        with self._lock:
+        with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return []
             rows = self._conn().execute(
@@ -218,7 +237,7 @@ class TextIndex:
             return [(str(k), int(v)) for k, v in rows]
 
     def namespaces(self) -> set[str]:
-        with self._lock:
+        with self._locked():
             return {ns for (ns,) in self._conn().execute("SELECT DISTINCT ns FROM docs")}
 
     def search(
@@ -255,7 +274,7 @@ class TextIndex:
             f" ORDER BY s LIMIT ?"
         )
         args.append(limit)
-        with self._lock:
+        with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return []  # nothing indexed yet: not worth creating the database for
             return [Row(*r) for r in self._conn().execute(sql, args)]
@@ -268,7 +287,7 @@ class TextIndex:
             f"SELECT d.id, d.ns, d.key, v.vec FROM vecs v JOIN docs d ON d.id = v.id"
             f" WHERE d.ns IN ({','.join('?' * len(namespaces))})" + ("" if cold else " AND d.tier != 'cold'")
         )
-        with self._lock:
+        with self._locked():
             return [(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in self._conn().execute(sql, list(namespaces))]
 
     def rows(self, ids: Sequence[int]) -> dict[int, Row]:
@@ -279,7 +298,7 @@ class TextIndex:
             "SELECT d.id, d.ns, d.key, d.version, d.updated_us, d.tier, d.kind, d.importance, d.hits, fts.body, 0.0"
             f" FROM docs d JOIN fts ON fts.rowid = d.id WHERE d.id IN ({','.join('?' * len(ids))})"
         )
-        with self._lock:
+        with self._locked():
             return {r[0]: Row(*r) for r in self._conn().execute(sql, list(ids))}
 
     def close(self) -> None:

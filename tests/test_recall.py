@@ -523,3 +523,26 @@ def test_a_commit_without_its_log_entry_is_found_by_a_long_lived_process(root: P
             assert keys(fresh.recall("zqlogless")) == {("focus.notes", "a"), ("focus.notes", "b")}
         assert keys(mm.recall("zqlogless")) == {("focus.notes", "a"), ("focus.notes", "b")}
         assert found == {("focus.notes", "a"), ("focus.notes", "b")}
+
+
+def test_a_damaged_index_is_a_typed_error_and_deleting_it_rebuilds(root: Path) -> None:
+    from hrm_memory import CorruptRecord
+
+    with MemoryManager(root, durability="flush") as mm:
+        mm.write("focus.notes", "a", "a zqdamage note")
+        assert mm.recall("zqdamage")
+    index = root / "index"
+    data = bytearray((index / "recall.db").read_bytes())
+    data[100:4000] = b"\xff" * 3900
+    (index / "recall.db").write_bytes(bytes(data))
+    for name in ("recall.db-wal", "recall.db-shm"):
+        (index / name).unlink(missing_ok=True)
+    with MemoryManager(root, durability="flush") as mm:
+        with pytest.raises(CorruptRecord) as info:
+            mm.recall("zqdamage")
+        assert "recall.db" in str(info.value) and "delete it" in str(info.value)
+        mm.write("focus.notes", "b", "b zqdamage note")  # the write path never reads the index
+    for p in index.iterdir():
+        p.unlink()
+    with MemoryManager(root, durability="flush") as mm:
+        assert keys(mm.recall("zqdamage")) == {("focus.notes", "a"), ("focus.notes", "b")}
