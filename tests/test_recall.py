@@ -115,8 +115,6 @@ def test_a_scope_recalls_only_what_it_may_read(mm: MemoryManager) -> None:
         focus.recall(term, namespaces=["focus.notes", "reasoning.strategies"])
 
 
-@pytest.mark.xfail(reason="routing is a filter: a confident routed stage stops the search even when it "
-                   "found fewer than k hits, so an exact match of another kind is left out (reported)")
 def test_routing_never_hides_an_exact_match_when_fewer_than_k_hits(mm: MemoryManager) -> None:
     term = "zqroute3301"
     mm.write("focus.notes", "fact", f"a note {term}")  # semantic: routed for a factual query

@@ -319,7 +319,9 @@ class Recalling(Steps):
                 best = max((h.confidence for h in hits), default=0.0)
                 path.append({"stage": name, "kinds": list(stage_kinds) if stage_kinds else None, "cold": cold,
                              "hits": len(hits), "confidence": round(best, 3)})
-                if best >= CASCADE_BELOW and len(hits) >= min(k, 1):
+                # A routed stage is a narrowing: it ends the search only with
+                # k confident hits; fewer, and every kind is searched.
+                if best >= CASCADE_BELOW and (len(hits) >= k or name != "routed"):
                     break
             self._touch(hits)
             hits = [_with(h, {**(h.why or {}), "type": qtype, "path": path}, explain=explain) for h in hits]
