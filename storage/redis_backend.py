@@ -195,7 +195,7 @@ class RedisBackend:
             )
         pttl = int(res[1]) / 1000 if len(res) > 1 and int(res[1]) > 0 else delay
         time.sleep(min(pttl, delay * (0.5 + random.random()), deadline - now))
-        return deadline, min(delay * 2, 0.02)
+        return deadline, min(delay * 2, 0.004)
 
     def _acquire(self, h: _Hold, key: str | None = None) -> bytes | None:
         """Take (or extend) the lease; with ``key``, read that record in the same step."""

@@ -182,15 +182,15 @@ def decode(key: str, blob: bytes, tier: str, namespace: str) -> Stored | None:
         head, created, updated, rest = blob.split(b":", 3)
         kind, version = head[:1], int(head[1:])
         stored = Stored(key, version, int(created), int(updated), rest[8:], tier)
-    except ValueError:
-        kind = b"?"
-    if kind == b"w":
-        if len(rest) >= 8 and zlib.crc32(stored.value) == int(rest[:8], 16):
-            return stored
-    elif kind == b"t":
-        return None
-    elif kind == b"a" and not rest:
-        return stored._replace(tier="cold")
+        if kind == b"w":
+            if len(rest) >= 8 and zlib.crc32(stored.value) == int(rest[:8], 16):
+                return stored
+        elif kind == b"t":
+            return None
+        elif kind == b"a" and not rest:
+            return stored._replace(tier="cold")
+    except ValueError:  # not four fields, or a number that is not one
+        pass
     raise CorruptRecord(f"record {namespace}/{key!r} in Redis is damaged (bad header or checksum)", namespace=namespace, key=key)
 
 

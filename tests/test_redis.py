@@ -305,3 +305,20 @@ def test_events_between_two_managers_in_commit_order(tmp_path: Path, url: str) -
         sub.cancel()
         assert [(e.op, e.version) for e in got] == [("write", v) for v in range(1, 21)] + [("delete", 21)]
         assert all(e.origin.startswith("pid:") for e in got)
+
+
+def test_record_blobs_decode_or_raise_corrupt_record() -> None:
+    import zlib
+
+    from hrm_memory.storage.redis_scripts import decode
+
+    value = b'{"a":1}'
+    st = decode("k", b"w3:10:20:%08x" % zlib.crc32(value) + value, "warm", NS)
+    assert st is not None and (st.version, st.created_us, st.updated_us, st.value) == (3, 10, 20, value)
+    assert decode("k", b"t4:10:30:", "warm", NS) is None
+    marker = decode("k", b"a3:10:20:", "warm", NS)
+    assert marker is not None and marker.tier == "cold"
+    for bad in (b"w3:10:20:zzzzzzzz{}", b"garbage", b"w3:10:20:0000", b"x3:1:2:", b"a3:1:2:junk",
+                b"w3:10:20:%08x" % zlib.crc32(value) + b'{"a":2}'):
+        with pytest.raises(CorruptRecord):
+            decode("k", bad, "warm", NS)
