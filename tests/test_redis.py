@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -322,3 +323,15 @@ def test_record_blobs_decode_or_raise_corrupt_record() -> None:
                 b"w3:10:20:%08x" % zlib.crc32(value) + b'{"a":2}'):
         with pytest.raises(CorruptRecord):
             decode("k", bad, "warm", NS)
+
+
+def test_recall_finds_what_another_host_remembered(tmp_path: Path, url: str) -> None:
+    """The recall index is per process (under each root), caught up from the change stream."""
+    with MemoryManager(tmp_path / "a", backend=url) as a, MemoryManager(tmp_path / "b", backend=url) as b:
+        done = a.remember("Prefers timeboxed work blocks in the morning", kind="semantic", namespace=NS)
+        deadline = time.monotonic() + 5
+        hits: list[Any] = []
+        while time.monotonic() < deadline and not hits:
+            hits = b.recall("timeboxed work blocks", namespaces="altitude.*", k=3)
+            time.sleep(0.02)
+        assert [h.key for h in hits][:1] == [done.key]
