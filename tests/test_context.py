@@ -187,3 +187,22 @@ def test_legacy_facts_survive_in_the_default_budget(tmp_path: Path) -> None:
         facts += [p["name"] for p in people.values()]
         missing = [f for f in facts if f.lower() not in text.lower()]
         assert not missing, missing
+
+
+def test_cli_recall_finds_and_says_when_nothing_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with MemoryManager(root, durability="flush") as mm:
+        mm.write("shared.people", "bella", {"name": "Bella", "note": "won her cheer competition"})
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hrm_memory.cli", "--root", str(root), "--json", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    found = cli("recall", "competitions", "--explain")
+    assert found.returncode == 0, found.stderr
+    (hit,) = json.loads(found.stdout)
+    assert (hit["namespace"], hit["key"]) == ("shared.people", "bella") and 0 < hit["confidence"] <= 1
+    assert hit["why"]["path"]
+    nothing = cli("recall", "zqnothing")
+    assert nothing.returncode == 1 and json.loads(nothing.stdout) == []
+    assert cli("recall", "x", "-k", "0").returncode == 2
