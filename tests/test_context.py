@@ -206,3 +206,21 @@ def test_cli_recall_finds_and_says_when_nothing_is_found(tmp_path: Path) -> None
     nothing = cli("recall", "zqnothing")
     assert nothing.returncode == 1 and json.loads(nothing.stdout) == []
     assert cli("recall", "x", "-k", "0").returncode == 2
+
+
+def test_recall_and_context_on_redis_across_two_hosts(tmp_path: Path) -> None:
+    """Issue 11: recall and context on the Redis backend; each "host" (its own
+    root) keeps its own index, caught up from the Redis change stream."""
+    from tests.helpers.redis_server import fresh_url, require_redis
+
+    require_redis()
+    url = fresh_url()
+    with MemoryManager(tmp_path / "a", backend=url) as a, MemoryManager(tmp_path / "b", backend=url) as b:
+        a.write("shared.people", "bella", {"name": "Bella", "note": "cheer competition winner"})
+        assert [h.key for h in b.recall("competitions")] == ["bella"]
+        b.write("shared.people", "gaurav", {"name": "Gaurav", "note": "work bottleneck"})
+        assert [h.key for h in a.recall("bottleneck")] == ["gaurav"]
+        assert "Gaurav" in a.context("altitude", budget=200, now=NOW).text
+        a.delete("shared.people", "bella")
+        assert b.recall("competitions") == []
+        assert "Bella" not in b.context("altitude", budget=200, now=NOW).text

@@ -271,7 +271,9 @@ class Contexting(Remembering):
         line = _flat(value, now_s, codes, tables, legend)
         if not line:
             return []
-        return [f"{key}: {line}" if key and isinstance(value, (dict, list)) and len(key) <= 24 else line]
+        named = isinstance(value, dict) and str(value.get("name", "")).lower() == (key or "").lower()
+        labelled = key and not named and isinstance(value, (dict, list)) and len(key) <= 24
+        return [f"{key}: {line}" if labelled else line]
 
 
 def _section_of_kind(kind: str | None) -> str | None:
