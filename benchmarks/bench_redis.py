@@ -24,7 +24,8 @@ both sides:
 
 Within a rep the cases of one operation take turns, 100 calls at a time, the
 order alternating (load from other processes falls on all alike); ops/s is
-calls over the time spent in them; the tables give medians over reps. Durability: per setting, write throughput through
+calls over the time spent in them; the tables give medians over reps. Then 4 processes x 500 updates, and the cross-process
+delivery latency of two "hosts". Durability: per setting, write throughput through
 hrm-memory, then a writer is cut off by SIGKILL of the server, which is
 restarted, and the acknowledged writes that are missing are counted.
 """
@@ -32,7 +33,10 @@ restarted, and the acknowledged writes that are missing are counted.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +53,7 @@ from tests.helpers.redis_server import RedisServer
 from .harness import OtherLoad, Stats, machine_info, make_key, make_record, md_table, percentile, time_calls
 
 NS = "altitude.patterns"
+REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Issue 11: the Redis backend (`benchmarks/bench_redis.py`)"
 
 
@@ -143,6 +148,51 @@ def measure_ops(server: RedisServer, work: Path, n: int, reps: int) -> dict[str,
     return results
 
 
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.redis_server", *args], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _start(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    """Wait for every worker's READY, release them together, collect their JSON lines."""
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    out = []
+    for p in procs:
+        text, _ = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"worker failed: {text[-500:]}")
+        out.append(json.loads(text.strip().splitlines()[-1]))
+    return out
+
+
+def measure_processes(server: RedisServer, work: Path) -> dict[str, float]:
+    """4 processes x 500 update(+1) on one key; two "hosts" (processes on
+    different roots) writing 200 keys each, 5 ms apart, and receiving each
+    other's events (poll interval 2 ms): delivery latency."""
+    url = server.fresh_url()
+    phases = _start([_spawn("counter", url, "500") for _ in range(4)])
+    with MemoryManager(None, backend=url) as mm:
+        total = mm.read("focus.slow", "n")
+    wall = max(p["t1"] for p in phases) - min(p["t0"] for p in phases)
+    url = server.fresh_url()
+    hosts = _start([_spawn("host", url, str(work / "host-a"), "a", "200", "b"),
+                    _spawn("host", url, str(work / "host-b"), "b", "200", "a")])
+    lat = sorted(
+        got[k] - sent[k]
+        for me, peer in ((0, 1), (1, 0))
+        for got, sent in [(hosts[me]["got"], hosts[peer]["sent"])]
+        for k in sent
+        if k in got
+    )
+    return {"updates_total": total, "updates_wall_s": wall, "events": len(lat), "expected_events": 400,
+            "p50_ms": percentile(lat, 50) * 1e3, "p99_ms": percentile(lat, 99) * 1e3}
+
+
 def measure_durability(work: Path, n: int) -> list[tuple[str, Stats, int, int, str]]:
     settings = [
         ("appendonly no (no RDB either)", False, "everysec", "everything since start-up", "everything"),
@@ -195,7 +245,7 @@ def _ratio(results: dict[str, list[Stats]], a: str, b: str) -> str:
 
 
 def report(ops: dict[str, list[Stats]], durability: list[tuple[str, Stats, int, int, str]], info: dict[str, str],
-           argv: str, redis_version: str, load: float) -> str:
+           argv: str, redis_version: str, load: float, procs: dict[str, float]) -> str:
     med = {k: Stats.median(v) for k, v in ops.items()}
     rows = [(name, f"{s.ops_per_s:,.0f}", f"{s.p50_us:.0f}", f"{s.p99_us:.0f}") for name, s in med.items()]
     overhead = [
@@ -234,6 +284,15 @@ def report(ops: dict[str, list[Stats]], durability: list[tuple[str, Stats, int, 
                  [(*row, "yes" if float(row[1][:-1]) <= 1.5 else "**no**") for row in overhead]),
         "**Redis backend against the file backend** (time per op, Redis / file; above 1 the file backend is faster):",
         md_table(["operation", "redis / file", "file backend"], against_file),
+        "**Several processes** (`tests.helpers.redis_server` workers, one Redis):",
+        md_table(["measure", "result"], [
+            ("4 processes x 500 `update(+1)` on one key", f"{procs['updates_total']} (expected 2000) in "
+             f"{procs['updates_wall_s']:.2f} s"),
+            ("two processes on different roots, 200 writes each 5 ms apart: events received from the other",
+             f"{procs['events']:.0f} of {procs['expected_events']:.0f}"),
+            ("cross-process delivery latency (write call to callback, poll interval 2 ms)",
+             f"p50 {procs['p50_ms']:.1f} ms, p99 {procs['p99_ms']:.1f} ms"),
+        ]),
         "**Durability per persistence setting** (write throughput through hrm-memory; then a writer thread "
         "rewrites 100 keys until SIGKILL of redis-server cuts it off, the server is restarted, and the keys whose "
         "last acknowledged write is not there are counted; the power-loss window is Redis's documented behaviour, not measured here: it "
@@ -268,8 +327,9 @@ def main(argv: list[str] | None = None) -> None:
         with RedisServer(work / "redis", appendonly=True, appendfsync="everysec") as server:
             redis_version = str(redis.Redis.from_url(server.url).info("server")["redis_version"])
             ops = measure_ops(server, work, args.n, args.reps)
+            procs = measure_processes(server, work)
         durability = measure_durability(work, args.n)
-        section = report(ops, durability, info, command, redis_version, load.share())
+        section = report(ops, durability, info, command, redis_version, load.share(), procs)
     print(section)
     if args.out is not None:
         write_section(args.out, section)

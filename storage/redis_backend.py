@@ -67,13 +67,14 @@ class _Hold:
     """One namespace in this process: its keys, its re-entrant thread lock
     and the state of its lease. The context manager ``lock()`` returns."""
 
-    __slots__ = ("backend", "namespace", "live", "cold", "quarantine", "lock", "rlock", "owner", "depth", "leased", "cross")
+    __slots__ = ("backend", "namespace", "live", "cold", "quarantine", "lock", "wait", "rlock", "owner", "depth", "leased",
+                 "cross")
 
     def __init__(self, backend: RedisBackend, namespace: str) -> None:
         p = backend.prefix
         self.backend = backend
         self.namespace = namespace
-        self.live, self.cold, self.quarantine, self.lock = (f"{p}{t}:{namespace}" for t in "rcql")
+        self.live, self.cold, self.quarantine, self.lock, self.wait = (f"{p}{t}:{namespace}" for t in "rcqlw")
         self.rlock = threading.RLock()
         self.owner = 0
         self.depth = 0
@@ -193,9 +194,15 @@ class RedisBackend:
                 f"namespace {h.namespace!r}: another host held its lease for more than {self.lock_timeout} s",
                 namespace=h.namespace,
             )
+        # Block until the holder ends its lease (it pushes a token), it
+        # expires, or a quarter second passes (then look again).
         pttl = int(res[1]) / 1000 if len(res) > 1 and int(res[1]) > 0 else delay
-        time.sleep(min(pttl, delay * (0.5 + random.random()), deadline - now))
-        return deadline, min(delay * 2, 0.004)
+        timeout = max(0.001, min(pttl, 0.25, deadline - now))
+        try:
+            self._cmd("BLPOP", h.wait, f"{timeout:.3f}")
+        except RedisError as exc:
+            raise failure(exc, "waiting for a lease", self._shown, h.namespace) from None
+        return deadline, delay
 
     def _acquire(self, h: _Hold, key: str | None = None) -> bytes | None:
         """Take (or extend) the lease; with ``key``, read that record in the same step."""
@@ -214,7 +221,7 @@ class RedisBackend:
 
     def _release(self, h: _Hold) -> None:
         try:
-            _RELEASE(self._cmd, (h.lock,), self._token)
+            _RELEASE(self._cmd, (h.lock, h.wait), self._token)
         except RedisError as exc:  # it expires by itself
             log.warning("could not release the lease on %s (%s); it expires in %d ms", h.namespace, exc,
                         self.settings.lease_ms)
@@ -265,7 +272,7 @@ class RedisBackend:
         h = self._holds.get(namespace) or self._hold(namespace)
         changes = self.changes
         head, tail = changes.entry_parts("write", namespace, key, self._trace_id()) if changes else (b"", b"")
-        keys = (h.live, h.lock, self._stream, self._nsset, h.cold)
+        keys = (h.live, h.lock, self._stream, self._nsset, h.cold, h.wait)
         body = b"%08x" % zlib.crc32(value) + value
         created = "" if created_us is None else created_us
         deadline: float | None = None
@@ -296,7 +303,7 @@ class RedisBackend:
         while True:
             mode = "2" if h.leased and h.owner == _get_ident() else "1"
             try:
-                res = _DELETE(self._cmd, (h.live, h.lock, self._stream, h.cold), mode, self._token, key, now_us,
+                res = _DELETE(self._cmd, (h.live, h.lock, self._stream, h.cold, h.wait), mode, self._token, key, now_us,
                               self._maxlen, head, tail)
             except RedisError as exc:
                 raise failure(exc, "a delete", self._shown, namespace) from None
@@ -396,7 +403,7 @@ class RedisBackend:
             while True:
                 mode = "2" if h.leased and h.owner == _get_ident() else "1"
                 try:
-                    res = _ARCHIVE(self._cmd, (h.live, h.lock, self._stream, h.cold), mode, self._token,
+                    res = _ARCHIVE(self._cmd, (h.live, h.lock, self._stream, h.cold, h.wait), mode, self._token,
                                    self._maxlen, *args)
                 except RedisError as exc:
                     raise failure(exc, "archiving", self._shown, namespace) from None

@@ -31,8 +31,19 @@ from hrm_memory.errors import CorruptRecord
 from hrm_memory.records import Stored
 from redis.exceptions import NoScriptError
 
+# Whoever waits for a lease blocks on the namespace's waiters list (BLPOP);
+# ending a lease pushes one token, which wakes one waiter at once. At most a
+# few tokens are kept (a token nobody took costs a waiter one extra try).
+_WAKE = """
+local function wake(w)
+  redis.call('RPUSH', w, '1')
+  redis.call('LTRIM', w, -4, -1)
+  redis.call('PEXPIRE', w, 5000)
+end
+"""
+
 # A foreign lease: busy (-1, its remaining milliseconds); ours expired: -2.
-_LEASE_CHECK = """
+_LEASE_CHECK = _WAKE + """
 local mode = ARGV[1]
 if mode ~= '0' then
   local holder = redis.call('GET', KEYS[2])
@@ -44,7 +55,7 @@ if mode ~= '0' then
 end
 """
 
-#: KEYS: live, lock, stream, namespaces set, cold.
+#: KEYS: live, lock, stream, namespaces set, cold, waiters.
 #: ARGV: mode, token, key, crc+value, now, min_version, created ('' = now),
 #: maxlen ('0' = no change log), entry head, entry tail, namespace.
 PUT = _LEASE_CHECK + """
@@ -67,11 +78,11 @@ if ARGV[8] ~= '0' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'e', ARGV[9] .. vs .. ARGV[10])
 end
 if not old then redis.call('SADD', KEYS[4], ARGV[11]) end
-if mode == '2' then redis.call('DEL', KEYS[2]) end
+if mode == '2' then redis.call('DEL', KEYS[2]) wake(KEYS[6]) end
 return {version, created}
 """
 
-#: KEYS: live, lock, stream, cold. ARGV: mode, token, key, now, maxlen, entry head, entry tail.
+#: KEYS: live, lock, stream, cold, waiters. ARGV: mode, token, key, now, maxlen, entry head, entry tail.
 #: Returns {0} (nothing to delete) or {1, old version, created, updated, kind}.
 DELETE = _LEASE_CHECK + """
 local old = redis.call('HGET', KEYS[1], ARGV[3])
@@ -85,11 +96,11 @@ if kind == 'a' then redis.call('HDEL', KEYS[4], ARGV[3]) end
 if ARGV[5] ~= '0' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[6] .. vs .. ARGV[7])
 end
-if mode == '2' then redis.call('DEL', KEYS[2]) end
+if mode == '2' then redis.call('DEL', KEYS[2]) wake(KEYS[5]) end
 return {1, tonumber(v), c, u, kind}
 """
 
-#: KEYS: live, lock, stream, cold. ARGV: mode, token, maxlen, then triples
+#: KEYS: live, lock, stream, cold, waiters. ARGV: mode, token, maxlen, then triples
 #: (key, version, change-log entry). The cold copy is written before the live
 #: marker, in one script: a record is never in neither place. Returns the
 #: keys moved (those still at the version given).
@@ -110,7 +121,7 @@ for i = 4, #ARGV, 3 do
     end
   end
 end
-if mode == '2' then redis.call('DEL', KEYS[2]) end
+if mode == '2' then redis.call('DEL', KEYS[2]) wake(KEYS[5]) end
 return {1, moved}
 """
 
@@ -124,9 +135,13 @@ if ARGV[3] then return {1, redis.call('HGET', KEYS[2], ARGV[3])} end
 return {1}
 """
 
-#: KEYS: lock. ARGV: token. Releases the lease only if it is still ours.
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+#: KEYS: lock, waiters. ARGV: token. Releases the lease only if it is still ours.
+RELEASE = _WAKE + """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  wake(KEYS[2])
+  return 1
+end
 return 0
 """
 
