@@ -372,6 +372,25 @@ def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map:
     by_section: dict[str, list[_Entry]] = {}
     for e in sorted(entries, key=lambda e: e.rank):
         by_section.setdefault(e.section, []).append(e)
+    # The fill depends on nothing else: a session's renders of an unchanged
+    # store reuse it (copies out, so a caller's edits cannot reach the cache).
+    key = (budget, tuple(plan), tuple(sorted(legend_map.items())),
+           tuple((name, tuple(e.text for e in pool)) for name, pool in by_section.items()))
+    hit = _FILLS.get(key)
+    if hit is None:
+        hit = _fill_uncached(plan, by_section, legend_map, budget)
+        if len(_FILLS) >= FILLS_KEPT:
+            try:
+                _FILLS.pop(next(iter(_FILLS)), None)
+            except (StopIteration, RuntimeError):  # another thread's render changed it meanwhile
+                pass
+        _FILLS[key] = hit
+    text, used, figures, omitted, legend = hit
+    return text, used, list(figures), omitted, dict(legend)
+
+
+def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[_Entry]],
+                   legend_map: dict[str, str], budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
     result = _fill_once(plan, by_section, legend_map, budget, {})
     text, used, figures, omitted, _ = result
     # Each section keeps what it used plus the slack the fill leaves (the
@@ -460,6 +479,12 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[_E
     return text, total, figures, omitted_total, legend
 
 
+#: Fills kept between renders, by everything a fill depends on (budget, plan,
+#: legend, each section's entries in order).
+FILLS_KEPT = 32
+_FILLS: dict[tuple[Any, ...], tuple[str, int, list[Section], int, dict[str, str]]] = {}
+
+
 @functools.lru_cache(maxsize=1024)
 def _cost(line: str) -> int:
     return tokens.count(line + "\n")
@@ -492,18 +517,29 @@ class _Taken:
     def near(self, sig: frozenset[str]) -> bool:
         """Jaccard >= NEAR_DUPLICATE with a taken entry. Such an entry holds at
         least ceil(0.8 n) of the n stems, so it holds one of any n - that + 1
-        of them: only entries in those postings are compared."""
+        of them: only entries in the postings of the rarest n - that + 1 are
+        compared, and only those whose size allows a Jaccard that high."""
         n = len(sig)
         if not n:
             return bool(self.postings.get("")) or frozenset() in self.sigs
-        probe = sorted(sig)[: n - math.ceil(NEAR_DUPLICATE * n) + 1]
+        postings = self.postings
+        empty: list[int] = []
+        lists = sorted((postings.get(stem, empty) for stem in sig), key=len)[: n - math.ceil(NEAR_DUPLICATE * n) + 1]
+        if not lists[-1]:
+            return False
+        lo, hi = NEAR_DUPLICATE * n, n / NEAR_DUPLICATE  # |a|/|b| and |b|/|a| both >= NEAR_DUPLICATE
+        sigs = self.sigs
         seen: set[int] = set()
-        for stem in probe:
-            for i in self.postings.get(stem, ()):
+        for ids in lists:
+            for i in ids:
                 if i not in seen:
                     seen.add(i)
-                    if _jaccard(sig, self.sigs[i]) >= NEAR_DUPLICATE:
-                        return True
+                    other = sigs[i]
+                    m = len(other)
+                    if lo <= m <= hi:
+                        inter = len(sig & other)
+                        if inter >= NEAR_DUPLICATE * (n + m - inter):
+                            return True
         return False
 
 
