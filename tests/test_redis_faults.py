@@ -115,3 +115,33 @@ def test_opening_against_no_server_is_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(BackendUnavailable):
         MemoryManager(tmp_path, backend=server.url + "?socket_connect_timeout=1")
     assert time.monotonic() - t0 < 3.0
+
+
+def test_a_lease_holder_killed_mid_update_blocks_others_only_until_its_lease_expires(tmp_path: Path) -> None:
+    from tests.helpers.redis_server import fresh_url
+
+    url = fresh_url(lease_ms="600")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\n"
+            "from hrm_memory.storage.redis_backend import RedisBackend\n"
+            f"b = RedisBackend({url!r})\n"
+            "b.put('altitude.patterns', 'k', b'1', 1)\n"
+            "with b.lock('altitude.patterns'):\n"
+            "    b.get('altitude.patterns', 'k')  # takes the lease\n"
+            "    print('HOLDING', flush=True)\n"
+            "    time.sleep(60)\n"
+        )],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "HOLDING"
+    holder.kill()  # dies holding the lease: nobody releases it
+    holder.wait(10)
+    with MemoryManager(None, backend=url) as mm:
+        t0 = time.monotonic()
+        assert mm.update(NS, "k", lambda v: v + 1) == 2
+        waited = time.monotonic() - t0
+        assert waited < 3.0  # the lease (600 ms) expired; no manual cleanup needed
+        assert mm.check() == []
