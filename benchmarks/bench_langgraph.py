@@ -1,6 +1,7 @@
 """LangGraph stores in one run: hrm-memory's MemoryStore against InMemoryStore and SqliteStore.
 
     python -m benchmarks.bench_langgraph [--n 2000] [--reps 3] [--out FILE.md]
+    python -m benchmarks.bench_langgraph --quality [--repo LOCOMO_CLONE]
 
 Each store is driven through LangGraph's own API (``put``, ``get``,
 ``search``), the way a graph's nodes call it. Per rep and per store: a fresh
@@ -17,12 +18,23 @@ SqliteStore commits each put (its default ``synchronous`` setting: FULL, an
 fsync per commit in rollback-journal mode); MemoryStore runs both with
 ``durability="fsync"`` (an fsync per put: the comparable figure) and with
 ``"flush"`` (survives a crash of the process, not of the machine).
+
+``--quality``: search quality on the recall issue's benchmark (LoCoMo, as
+``benchmarks/bench_recall.py`` reads it: every dialogue turn one item
+``{"text", "speaker", "date"}`` in namespace ``("conv", "<i>")``, every
+question of categories 1-4 a ``search(("conv", "<i>"), query=q, limit=10)``,
+its evidence turns the relevant items; recall@k and hit@k as there), through
+the LangGraph API: ``InMemoryStore`` and ``MemoryStore`` with the same
+embedder (a deterministic hashed bag of words, 256 dimensions, on ``text``;
+no model is downloaded), and ``MemoryStore`` without an embedder, whose query
+goes through hrm-memory's lexical recall over ``text`` and ``speaker``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import shutil
 import statistics
@@ -31,6 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
 
 from benchmarks.harness import (
     DEFAULT_BENCH_DIR,
@@ -136,14 +149,85 @@ def run(n: int, reps: int, bench_dir: Path) -> str:
     )
 
 
+def hashed_bow(texts: list[str], dims: int = 256) -> list[list[float]]:
+    """A deterministic embedder: word counts hashed into ``dims`` signed buckets."""
+    import re
+    import zlib
+
+    out = []
+    for text in texts:
+        vec = [0.0] * dims
+        for word in re.findall(r"\w+", text.lower()):
+            h = zlib.crc32(word.encode())
+            vec[h % dims] += 1.0 if h & 0x80000000 else -1.0
+        out.append(vec)
+    return out
+
+
+def quality(repo: str, bench_dir: Path) -> str:
+    from langgraph.store.memory import InMemoryStore
+
+    from benchmarks.bench_recall import KS, load, questions, score, turns
+    from hrm_memory.langgraph import MemoryStore
+
+    root = bench_dir / "langgraph-quality"
+    shutil.rmtree(root, ignore_errors=True)
+    dense = {"dims": 256, "embed": hashed_bow, "fields": ["text"]}
+    stores: dict[str, Any] = {
+        "InMemoryStore, hashed-BoW embedder": InMemoryStore(index=dense),  # type: ignore[arg-type]
+        "MemoryStore, same embedder": MemoryStore(root=str(root / "dense"), durability="flush", index=dense),  # type: ignore[arg-type]
+        "MemoryStore, no embedder (lexical recall)": MemoryStore(
+            root=str(root / "lexical"), durability="flush", index={"fields": ["text", "speaker"]}  # type: ignore[typeddict-item]
+        ),
+    }
+    results: dict[str, list[tuple[list[str], set[str]]]] = {name: [] for name in stores}
+    seconds: dict[str, float] = {name: 0.0 for name in stores}
+    n_docs = n_q = 0
+    for i, conv in enumerate(load(repo)):
+        docs = turns(conv)
+        n_docs += len(docs)
+        ns = ("conv", str(i))
+        qs = questions(conv, {d["id"] for d in docs})
+        n_q += len(qs)
+        log(f"conversation {i}: {len(docs)} turns, {len(qs)} questions")
+        for name, store in stores.items():
+            # one put per turn: InMemoryStore's batch fails when two turns of a
+            # batch have the same text (it embeds each distinct text once but
+            # counts every one)
+            for d in docs:
+                store.put(ns, d["id"], {"text": d["text"], "speaker": d["speaker"], "date": d["date"]})
+            t0 = time.perf_counter()
+            for q, evidence in qs:
+                results[name].append(([h.key for h in store.search(ns, query=q, limit=max(KS))], evidence))
+            seconds[name] += time.perf_counter() - t0
+    for store in stores.values():
+        if isinstance(store, MemoryStore):
+            store.close()
+    shutil.rmtree(root, ignore_errors=True)
+    rows = []
+    for name, res in results.items():
+        sc = score(res)
+        rows.append([name, *(f"{sc[f'recall@{k}']:.3f}" for k in KS), *(f"{sc[f'hit@{k}']:.3f}" for k in KS),
+                     f"{seconds[name] / max(n_q, 1) * 1000:.1f}"])
+    headers = ["store", *(f"recall@{k}" for k in KS), *(f"hit@{k}" for k in KS), "ms per search (mean)"]
+    return f"LoCoMo: {n_docs:,} turns, {n_q:,} questions (categories 1-4).\n\n" + md_table(headers, rows) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--bench-dir", type=Path, default=DEFAULT_BENCH_DIR)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--quality", action="store_true", help="search quality on LoCoMo instead of throughput")
+    parser.add_argument("--repo", default=None, help="LoCoMo clone (default: bench_recall's)")
     args = parser.parse_args()
-    text = run(args.n, args.reps, args.bench_dir)
+    if args.quality:
+        from benchmarks.bench_recall import DEFAULT_REPO
+
+        text = quality(args.repo or os.environ.get("HRM_MEMORY_LOCOMO") or DEFAULT_REPO, args.bench_dir)
+    else:
+        text = run(args.n, args.reps, args.bench_dir)
     print(text)
     if args.out:
         args.out.write_text(text)

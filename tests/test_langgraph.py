@@ -99,6 +99,14 @@ def test_odd_labels_and_keys_round_trip_through_the_store(store: MemoryStore) ->
     assert store.list_namespaces(prefix=long_ns[:7]) == [long_ns]
 
 
+def test_a_long_prefix_still_reaches_only_its_namespace(store: MemoryStore) -> None:
+    a, b = ("a" * 950,), ("a" * 950 + "b",)  # their escaped prefixes share the kept 944 bytes
+    store.put(a, "k", {"v": 1})
+    store.put(b, "k", {"v": 2})
+    assert [i.namespace for i in store.search(a)] == [a]
+    assert store.list_namespaces(prefix=a) == [a]
+
+
 @pytest.mark.parametrize(
     "namespace", [(), ("foo.bar",), ("foo", ""), ("foo\x00",), (123,)], ids=["empty", "dot", "blank", "nul", "int"]
 )

@@ -426,14 +426,17 @@ class MemoryStore(BaseStore):
             if not hk.startswith(prefix):
                 continue
             parsed = codec.parse_key(hk)
-            if parsed is None:
-                record = self.manager.get_record(self.namespace, hk)
-                if record is None:
-                    continue
-                env = record.value
-                parsed = tuple(codec.unescape(label) for label in env["n"]), codec.unescape(env["k"])
-            if parsed[0][: len(want)] == want:
-                out.append((parsed[0], parsed[1], hk))
+            if parsed is not None:
+                if parsed[0][: len(want)] == want:  # (a truncated prefix proves less)
+                    out.append((parsed[0], parsed[1], hk))
+                continue
+            record = self.manager.get_record(self.namespace, hk)
+            if record is None:
+                continue
+            env = record.value
+            ns = tuple(codec.unescape(label) for label in env["n"])
+            if ns[: len(want)] == want:
+                out.append((ns, codec.unescape(env["k"]), hk))
         out.sort()
         return out
 

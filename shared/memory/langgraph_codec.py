@@ -118,9 +118,11 @@ def hrm_key(labels: Sequence[str], key: str) -> str:
 
 def parse_key(text: str) -> tuple[tuple[str, ...], str] | None:
     """``(labels, key)`` back from an hrm key, or None for a hashed (over-long) one."""
+    head, _, tail = text.partition(KEY_SEP)
+    if "%" not in text:  # the common case: nothing escaped
+        return tuple(head.split(SEP)), tail
     if _HASHED in text:
         return None
-    head, _, tail = text.partition(KEY_SEP)
     return tuple(unescape(label) for label in head.split(SEP)), unescape(tail)
 
 
