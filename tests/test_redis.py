@@ -198,6 +198,7 @@ def test_lease_fences_a_holder_that_outlived_it(tmp_path: Path, url: str) -> Non
     short = url + "&lease_ms=200"
     slow = RedisBackend(short, lock_timeout=5)
     other = RedisBackend(short, lock_timeout=5)
+    steady = RedisBackend(url + "&lease_ms=10000", lock_timeout=5)
     try:
         slow.put(NS, "k", b"1", 1)
         with slow.lock(NS):
@@ -209,8 +210,8 @@ def test_lease_fences_a_holder_that_outlived_it(tmp_path: Path, url: str) -> Non
                 slow.put(NS, "k", b"3", 3)  # fenced: not applied
         got = other.get(NS, "k")
         assert got is not None and (got.value, got.version) == (b"2", 2)
-        with other.lock(NS):
-            other.get(NS, "k")
+        with steady.lock(NS):  # a 10 s lease: only its hand-over can let the waiter in early
+            steady.get(NS, "k")
             t0 = time.monotonic()
             done = threading.Event()
 
@@ -220,16 +221,17 @@ def test_lease_fences_a_holder_that_outlived_it(tmp_path: Path, url: str) -> Non
 
             thread = threading.Thread(target=write)
             thread.start()
-            time.sleep(0.05)
+            time.sleep(0.2)
             assert not done.is_set()  # a plain write waits while another holder has the lease
-            other.put(NS, "k", b"x", 5)
-        thread.join(5)
-        assert done.is_set() and time.monotonic() - t0 < 1  # released at the end of the scope, not expired
+            steady.put(NS, "k", b"x", 5)  # the fenced write ends the lease and wakes the waiter
+            thread.join(5)
+            assert done.is_set() and time.monotonic() - t0 < 3
         final = slow.get(NS, "k")
         assert final is not None and (final.value, final.version) == (b"4", 4)
     finally:
         slow.close()
         other.close()
+        steady.close()
 
 
 def test_declarations_are_shared(tmp_path: Path, url: str) -> None:
