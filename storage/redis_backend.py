@@ -176,7 +176,7 @@ class RedisBackend:
     # -- leases ---------------------------------------------------------------------
 
     def _wait(self, h: _Hold, res: list[Any], deadline: float | None, delay: float) -> tuple[float, float]:
-        """After a script said no: raise, or sleep before the next try."""
+        """After a script said no: raise, or block until the lease may be free."""
         code = res[0]
         if code == -3:
             raise CorruptRecord(f"a record of {h.namespace!r} in Redis is damaged; run check()", namespace=h.namespace)

@@ -109,6 +109,8 @@ def _url_timeouts(url: str) -> dict[str, float]:
                 out[name] = float(value)
             except ValueError:
                 raise InvalidArgument(f"{name} must be a number of seconds") from None
+            if out[name] < 0.5:  # a lease waiter blocks up to 0.25 s in one command
+                raise InvalidArgument(f"{name} must be at least 0.5 seconds")
     return out
 
 
