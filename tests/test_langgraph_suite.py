@@ -39,6 +39,9 @@ import pytest
 
 pytest.importorskip("langgraph.store.base", reason="langgraph-checkpoint is not installed (pip install -e '.[test]')")
 
+#: Two suites in subprocesses, about two minutes: left out of the fast run (-m "not slow").
+pytestmark = pytest.mark.slow
+
 CACHE = Path(os.environ.get("HRM_MEMORY_CACHE") or Path.home() / ".cache" / "hrm-memory") / "langgraph-suite"
 
 #: Tests left out, with why: each reads another backend's internals.

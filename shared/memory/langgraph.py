@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import math
 import threading
 import time
@@ -66,6 +67,12 @@ class Row(NamedTuple):
     env: dict[str, Any]
     namespace: tuple[str, ...]
     key: str
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_key(hk: str) -> tuple[tuple[str, ...], str] | None:
+    """:func:`codec.parse_key`, remembered (a search parses every key under its prefix)."""
+    return codec.parse_key(hk)
 
 
 def _order(row: Row) -> tuple[tuple[str, ...], str]:
@@ -421,22 +428,19 @@ class MemoryStore(BaseStore):
         sorted, from the backend's key list (only an over-long, hashed key
         needs its value read)."""
         prefix, want = codec.prefix_of(labels), tuple(labels)
+        n = len(want)
+        keys = [hk for hk, _, _ in self.manager.backend.keys(self.namespace) if hk.startswith(prefix)]
         out = []
-        for hk, _, _ in self.manager.backend.keys(self.namespace):
-            if not hk.startswith(prefix):
-                continue
-            parsed = codec.parse_key(hk)
-            if parsed is not None:
-                if parsed[0][: len(want)] == want:  # (a truncated prefix proves less)
-                    out.append((parsed[0], parsed[1], hk))
-                continue
-            record = self.manager.get_record(self.namespace, hk)
-            if record is None:
-                continue
-            env = record.value
-            ns = tuple(codec.unescape(label) for label in env["n"])
-            if ns[: len(want)] == want:
-                out.append((ns, codec.unescape(env["k"]), hk))
+        for hk in keys:
+            parsed = _parse_key(hk)
+            if parsed is None:  # an over-long key: its value says where it belongs
+                record = self.manager.get_record(self.namespace, hk)
+                if record is None:
+                    continue
+                env = record.value
+                parsed = tuple(codec.unescape(label) for label in env["n"]), codec.unescape(env["k"])
+            if parsed[0][:n] == want:  # (a truncated prefix proves less)
+                out.append((parsed[0], parsed[1], hk))
         out.sort()
         return out
 
