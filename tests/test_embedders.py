@@ -68,3 +68,31 @@ def test_minilm_loads_and_embeds_with_the_network_refused(monkeypatch: pytest.Mo
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     assert len(minilm()(["no network here"])[0]) == MINILM_DIM
+
+
+# -- fusion (any embedder; a toy one here) --------------------------------------
+
+
+def letters(texts: list[str]) -> list[list[float]]:
+    """A deterministic toy embedder: letter counts, 26 dimensions."""
+    return [[float(t.lower().count(c)) + 0.01 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
+
+
+def test_weighted_fusion_is_the_default_and_both_fusions_find_the_text_match(tmp_path: Any) -> None:
+    from hrm_memory import MemoryManager, NamespaceSpec
+    from hrm_memory.recall import FUSIONS
+
+    assert FUSIONS[0] == "weighted"  # the measured winner (BENCHMARKS.md, "Recall: quality")
+    spec = NamespaceSpec("t.notes", index=("text",))
+    texts = {"a": "the quarterly budget review moved to friday", "b": "zzz zzz zzz", "c": "aaaa eeee oooo",
+             "d": "budget"}
+    for fusion in (None, *FUSIONS):
+        kwargs = {} if fusion is None else {"fusion": fusion}
+        with MemoryManager(tmp_path / str(fusion), durability="flush", embed=letters, **kwargs) as mm:
+            mm.declare(spec)
+            for key, text in texts.items():
+                mm.write("t.notes", key, {"text": text})
+            hits = mm.recall("quarterly budget review", namespaces="t.notes", k=4, explain=True)
+            assert hits[0].key == "a", (fusion, [h.key for h in hits])
+            assert {h.key for h in hits} >= {"a", "d"}
+            assert hits[0].why is not None and hits[0].why["dense_rank"] is not None
