@@ -9,8 +9,14 @@ file-system notifications: a log gives every event exactly once and in order,
 survives the subscriber's absence (a cursor replays what was missed), and
 works where inotify does not.
 
-Segments roll over at ``SEGMENT_BYTES``; the newest ``KEEP_SEGMENTS`` are
-kept, and a cursor older than that raises :class:`CursorExpired`. Appends
+The log is bounded by count and by age (issue 13: it is part of the store's
+footprint). Segments roll over at ``SEGMENT_BYTES`` (256 KiB, some 3,000
+events); the newest ``KEEP_SEGMENTS`` (4) are kept, so the log never holds
+more than about 1 MiB, and a segment that has not been appended to for
+``MAX_AGE_SECONDS`` (a day) is removed at the next roll or the next first
+append of a process, whatever the count. A cursor older than what is kept
+raises :class:`CursorExpired` (re-read the state with ``query()`` and take
+a new cursor). Appends
 hold a shared ``flock`` on ``events/.lock`` and a roll holds it exclusively,
 and the current segment number is a memory-mapped counter (``events/.seg``):
 so once segment N+1 exists nothing more lands in N, and a reader never leaves
@@ -43,8 +49,9 @@ from .fsutil import (
 
 log = logging.getLogger("hrm_memory.events")
 
-SEGMENT_BYTES = 8 * 1024 * 1024
-KEEP_SEGMENTS = 8
+SEGMENT_BYTES = 256 * 1024
+KEEP_SEGMENTS = 4
+MAX_AGE_SECONDS = 24 * 3600.0
 
 _OP_CODE = {"write": "w", "delete": "d", "archive": "a"}
 _OP_NAME = {v: k for k, v in _OP_CODE.items()}
@@ -143,7 +150,34 @@ class FileChangeLog:
         make_dirs(self.dir, durable=False)
         self._counter = SharedCounters(self.dir / ".seg", 1)
         self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        # Once per process: drop what has aged out since the last roll (a
+        # quiet store rolls rarely). Never waits: a busy log is pruned by
+        # its next roll anyway.
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self._lock_fd
+        try:
+            self._prune(self._counter.get(0) or 1)
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         return self._lock_fd
+
+    def _prune(self, current: int) -> None:
+        """Remove segments beyond the newest ``KEEP_SEGMENTS`` and those not
+        appended to for ``MAX_AGE_SECONDS``; never ``current``. Called with
+        ``events/.lock`` held exclusively (no append in flight)."""
+        segs = [s for s in self._segments() if s < current]
+        doomed = set(segs[: max(0, len(segs) + 1 - KEEP_SEGMENTS)])
+        cutoff = time.time() - MAX_AGE_SECONDS
+        for seg in segs:
+            try:
+                if os.stat(self._path(seg)).st_mtime < cutoff:
+                    doomed.add(seg)
+            except FileNotFoundError:
+                continue
+        for seg in sorted(doomed):
+            self._path(seg).unlink(missing_ok=True)
 
     def _switch(self, seg: int) -> None:
         if self._fd is not None:
@@ -161,8 +195,7 @@ class FileChangeLog:
             os.close(os.open(self._path(nxt), os.O_WRONLY | os.O_CREAT | NOFOLLOW, FILE_MODE))
             self._counter.set(0, nxt)
             self._switch(nxt)
-            for old in self._segments()[:-KEEP_SEGMENTS]:
-                self._path(old).unlink(missing_ok=True)
+            self._prune(nxt)
         finally:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
@@ -260,4 +293,4 @@ class FileChangeLog:
                 self._counter = None
 
 
-__all__ = ["KEEP_SEGMENTS", "SEGMENT_BYTES", "FileChangeLog", "parse_cursor"]
+__all__ = ["KEEP_SEGMENTS", "MAX_AGE_SECONDS", "SEGMENT_BYTES", "FileChangeLog", "parse_cursor"]

@@ -22,10 +22,13 @@ Why this shape:
   which has no closing newline and is never indexed. The leading newline means
   that even such a fragment cannot glue itself to the next record.
 - *Lazy, flat open.* Opening the tier reads nothing. A bucket's index (key ->
-  offset) is built on its first use by scanning that one file, and kept fresh
-  with one ``stat``: growth is scanned from where we stopped, a new inode
-  (compaction elsewhere) means a rescan. That is also what makes a write from
-  another process visible to the next read here.
+  offset) is built on its first use by scanning that one file, or, for a
+  bucket of 64 KiB or more, taken from its persisted index (``<bb>.idx``,
+  see ``bucket_index.py``: validated, never trusted blindly) plus a scan of
+  what was appended after it; it is kept fresh with one ``stat``: growth is
+  scanned from where we stopped, a new inode (compaction elsewhere) means a
+  rescan. That is also what makes a write from another process visible to
+  the next read here.
 - *Bounded garbage.* Superseded lines are garbage; a bucket whose garbage
   exceeds its live bytes (and 256 KiB) is rewritten under the namespace's
   cross-process lock, damaged lines being copied to ``quarantine/`` first.
@@ -48,9 +51,12 @@ from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
 from hrm_memory.errors import CorruptRecord, MemoryStoreError, StoreClosed
 from hrm_memory.records import Stored
 
+from . import bucket_index
 from .fsutil import SharedCounters, ensure_real_dirs, storage_error
 from .locks import NamespaceLocks
-from .warm_format import N_BUCKETS, bucket_of, encode_line, parse_line, salvage
+from .warm_bulk import WarmBulk
+from .warm_check import WarmCheck
+from .warm_format import N_BUCKETS, bucket_of, encode_line, parse_line, read_line_at, salvage
 from .warm_upkeep import Entry, WarmUpkeep, _Bucket
 
 __all__ = [
@@ -90,9 +96,11 @@ class Generations(SharedCounters):
 FULL_CHECK_SECONDS = 1.0
 
 
-class WarmTier(WarmUpkeep):
+class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
     """The warm tier. Thread-safe; see the module docstring for the format.
-    Its upkeep (compaction, recovery, check) is inherited from ``WarmUpkeep``."""
+    Its bulk reads and archive markers are inherited from ``WarmBulk``,
+    ``check`` from ``WarmCheck``, its upkeep (compaction, recovery) from
+    ``WarmUpkeep``."""
 
     name = "warm"
     capabilities = frozenset({PERSISTENT, CROSS_PROCESS})
@@ -204,7 +212,10 @@ class WarmTier(WarmUpkeep):
             b.loaded = True
         return True
 
-    def _reload(self, b: _Bucket) -> bool:
+    def _reload(self, b: _Bucket, use_index: bool = True) -> bool:
+        """Index ``b`` from scratch: from its persisted index and what was
+        appended after it when that is valid (and ``use_index``), else by
+        scanning the whole file."""
         self._close_fd(b)
         b.reset()
         try:
@@ -213,9 +224,55 @@ class WarmTier(WarmUpkeep):
             return False
         st = os.fstat(fd)
         b.ino = st.st_ino
-        self._scan_into(b, 0, st.st_size)
+        start = 0
+        if use_index and st.st_size >= bucket_index.MIN_BYTES:
+            pidx = bucket_index.load(bucket_index.index_path(b.path), fd, st)
+            if pidx is not None:
+                b.pidx, b.idx_covered, b.garbage = pidx, pidx.covered, pidx.garbage
+                start = pidx.covered
+        self._scan_into(b, start, st.st_size)
         b.loaded = True
         return True
+
+    def _full(self, b: _Bucket) -> bool:
+        """Like ``_refresh``, and the whole index in memory (no persisted one)."""
+        ok = self._refresh(b)
+        if ok and b.pidx is not None:
+            ok = self._reload(b, use_index=False)
+        return ok
+
+    def _lookup(self, b: _Bucket, key: str) -> Entry | None:
+        """``key``'s index entry: in memory, else from the persisted index."""
+        e = b.index.get(key)
+        if e is None and b.pidx is not None:
+            found = self._from_persisted(b, key)
+            e = found[0] if found is not None else b.index.get(key)
+        return e
+
+    def _from_persisted(self, b: _Bucket, key: str) -> tuple[Entry, bytes] | None:
+        """``(entry, value)`` of ``key``'s current line as the persisted
+        index locates it (the entry is kept in memory), or None if the index
+        has no such key. A line that fails its checksum, or a line the index
+        points to that is not a line of the key hash it claims, means the
+        index cannot be trusted: it is dropped and the bucket is scanned."""
+        assert b.pidx is not None
+        fd = b.fd if b.fd is not None else self._open_existing(b)
+        for off in b.pidx.offsets(key):
+            try:
+                line = read_line_at(fd, off)
+            except OSError as exc:
+                raise storage_error(exc, "read", b.path) from None
+            parsed = parse_line(line)
+            if parsed is None or bucket_index.key_hash(parsed[0][1]) != bucket_index.key_hash(key):
+                log.warning("persisted index of %s does not match the bucket; rescanning it", b.rel)
+                self._reload(b, use_index=False)
+                return None
+            header = parsed[0]
+            if header[1] == key:
+                e: Entry = (header[0], header[2], header[3], header[4], off, len(line))
+                b.index[key] = e
+                return e, parsed[1]
+        return None
 
     def _scan_into(self, b: _Bucket, start: int, end: int) -> None:
         fd = b.fd if b.fd is not None else self._open_existing(b)
@@ -354,7 +411,7 @@ class WarmTier(WarmUpkeep):
         b = self._bucket(namespace, bucket_of(key))
         with self.locks.thread_lock(namespace), b.lock:
             self._refresh(b)
-            old = b.index.get(key)
+            old = self._lookup(b, key)
             first = now_us if created_us is None else created_us
             if old is None:
                 version, created = max(1, min_version), first
@@ -377,7 +434,7 @@ class WarmTier(WarmUpkeep):
         with self.locks.thread_lock(namespace), b.lock:
             if not self._refresh(b):
                 return None
-            old = b.index.get(key)
+            old = self._lookup(b, key)
             if old is None or old[0] == "d":
                 return None
             line = encode_line("d", key, old[1] + 1, old[2], now_us, b"")
@@ -387,37 +444,6 @@ class WarmTier(WarmUpkeep):
             self._maybe_compact(namespace, b)
             return Stored(key, old[1], old[2], old[3], b"", "cold" if old[0] == "a" else "warm")
 
-    def mark_archived(self, namespace: str, items: list[tuple[str, int, bytes]]) -> list[str]:
-        """Record that each ``(key, version, location)`` now lives in the cold
-        tier at ``location``; skip keys that changed since. Returns the keys
-        marked. One write (and one sync) per bucket, not per record."""
-        by_bucket: dict[int, list[tuple[str, int, bytes]]] = {}
-        for item in items:
-            by_bucket.setdefault(bucket_of(item[0]), []).append(item)
-        marked: list[str] = []
-        for idx, group in sorted(by_bucket.items()):
-            b = self._bucket(namespace, idx)
-            with self.locks.thread_lock(namespace), b.lock:
-                self._refresh(b)
-                lines: list[bytes] = []
-                olds: list[tuple[str, Entry]] = []
-                for key, version, location in group:
-                    old = b.index.get(key)
-                    if old is None or old[0] != "p" or old[1] != version:
-                        continue
-                    lines.append(encode_line("a", key, version, old[2], old[3], location))
-                    olds.append((key, old))
-                if not lines:
-                    continue
-                pos = self._append(namespace, b, b"".join(lines))
-                for (key, old), line in zip(olds, lines):
-                    b.garbage += old[5] + 2
-                    b.index[key] = ("a", old[1], old[2], old[3], pos + 1, len(line) - 2)
-                    pos += len(line)
-                    marked.append(key)
-                self._maybe_compact(namespace, b)
-        return marked
-
     # -- reading -------------------------------------------------------------
 
     def get(self, namespace: str, key: str) -> Stored | None:
@@ -426,6 +452,10 @@ class WarmTier(WarmUpkeep):
             if not self._refresh(b):
                 return None
             e = b.index.get(key)
+            value = None
+            if e is None and b.pidx is not None:
+                found = self._from_persisted(b, key)
+                e, value = found if found is not None else (b.index.get(key), None)
             if b.unknown_after >= 0 and (e is None or e[4] < b.unknown_after):
                 # Never answer with what may be an older version (or a false
                 # "absent") while an unreadable newer line could be this key's.
@@ -448,80 +478,33 @@ class WarmTier(WarmUpkeep):
                     path=str(b.path),
                 )
             cache = self.cache
-            if cache is not None:
-                hit = cache.get((namespace, key))
-                if hit is not None and hit.version == e[1] and hit.updated_us == e[3] and e[0] == "p":
-                    return hit
-            parsed = parse_line(self._read_line(b, e))
-            if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
-                # The bytes are not the record the index promised: the file
-                # was damaged after indexing. Re-index once from scratch.
-                self._reload(b)
-                e = b.index.get(key)
-                if e is None or e[0] == "d":
-                    return None
-                parsed = parse_line(self._read_line(b, e)) if e[0] != "x" else None
+            if value is None:
+                if cache is not None:
+                    hit = cache.get((namespace, key))
+                    if hit is not None and hit.version == e[1] and hit.updated_us == e[3] and e[0] == "p":
+                        return hit
+                parsed = parse_line(self._read_line(b, e))
                 if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
-                    raise CorruptRecord(
-                        f"record {namespace}/{key!r} failed its checksum on read",
-                        namespace=namespace,
-                        key=key,
-                        path=str(b.path),
-                    )
+                    # The bytes are not the record the index promised: the
+                    # file was damaged after indexing. Re-index from scratch.
+                    self._reload(b, use_index=False)
+                    e = b.index.get(key)
+                    if e is None or e[0] == "d":
+                        return None
+                    parsed = parse_line(self._read_line(b, e)) if e[0] != "x" else None
+                    if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
+                        raise CorruptRecord(
+                            f"record {namespace}/{key!r} failed its checksum on read",
+                            namespace=namespace,
+                            key=key,
+                            path=str(b.path),
+                        )
+                value = parsed[1]
             tier = "warm" if e[0] == "p" else "cold"
-            stored = Stored(key, e[1], e[2], e[3], parsed[1], tier)
+            stored = Stored(key, e[1], e[2], e[3], value, tier)
             if cache is not None and tier == "warm":
                 cache.put((namespace, key), stored)
             return stored
-
-    def scan(self, namespace: str, *, archived: bool = False, strict: bool = True) -> Iterator[Stored]:
-        """Live records of ``namespace``; archived markers too when ``archived``.
-
-        ``strict`` (what queries use) answers as :meth:`get` does: a key whose
-        newest line is damaged, or any key of a bucket holding a damaged line
-        whose key is unreadable, raises :class:`CorruptRecord` rather than
-        serving an older version (issue 14, item 6). Maintenance (archive,
-        caps, purge, check) scans with ``strict=False`` and skips them."""
-        for b in self._buckets_of(namespace):
-            with b.lock:
-                if not self._refresh(b):
-                    continue
-                wanted = ("p", "a") if archived else ("p",)
-                if strict:
-                    for k, e in b.index.items():
-                        if e[0] == "x" or (b.unknown_after >= 0 and e[4] < b.unknown_after and e[0] in wanted):
-                            raise CorruptRecord(
-                                f"record {namespace}/{k!r} cannot be served: its newest line (or a line "
-                                f"that may be it) in {b.path.name} is damaged; run check(fix=True)",
-                                namespace=namespace,
-                                key=k,
-                                path=str(b.path),
-                            )
-                entries = sorted(
-                    ((k, e) for k, e in b.index.items() if e[0] in wanted), key=lambda ke: ke[1][4]
-                )
-                if not entries:
-                    continue
-                lo = entries[0][1][4]
-                hi = entries[-1][1][4] + entries[-1][1][5]
-                fd = b.fd if b.fd is not None else self._open_existing(b)
-                try:
-                    data = os.pread(fd, hi - lo, lo)
-                except OSError as exc:
-                    raise storage_error(exc, "read", b.path) from None
-                out = []
-                for k, e in entries:
-                    line = data[e[4] - lo : e[4] - lo + e[5]]
-                    parsed = parse_line(line)
-                    if parsed is None or parsed[0][1] != k:
-                        raise CorruptRecord(
-                            f"record {namespace}/{k!r} failed its checksum on read",
-                            namespace=namespace,
-                            key=k,
-                            path=str(b.path),
-                        )
-                    out.append(Stored(k, e[1], e[2], e[3], parsed[1], "warm" if e[0] == "p" else "cold"))
-            yield from out
 
     # -- maintenance -----------------------------------------------------------
 
@@ -550,6 +533,7 @@ class WarmTier(WarmUpkeep):
         with self._guard:
             for b in self._buckets.values():
                 with b.lock:
+                    self._save_index(b)  # so that the next open's first reads are not scans
                     self._close_fd(b)
             self._buckets.clear()
             for gens in self._gens.values():

@@ -82,6 +82,20 @@ def lines(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:
         pos += len(chunk)
 
 
+def read_line_at(fd: int, off: int) -> bytes:
+    """The line that starts at ``off`` (without its newline), read from a
+    4 KiB window that grows only for a longer line."""
+    n = 4096
+    while True:
+        data = os.pread(fd, n, off)
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return data[:nl]
+        if len(data) < n:
+            return data  # no closing newline: a torn line, which fails its checksum
+        n *= 4
+
+
 class Misfit(NamedTuple):
     """An intact line that is not where it belongs (check's finding)."""
 

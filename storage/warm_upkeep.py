@@ -1,4 +1,4 @@
-"""Warm tier, upkeep side: bucket handles, writer notes, compaction, recovery, check.
+"""Warm tier, upkeep side: bucket handles, writer notes, compaction, recovery.
 
 ``warm.py`` holds the record format, the per-bucket indexes, reads and
 appends; its ``WarmTier`` inherits ``WarmUpkeep`` from here, so the tier's
@@ -14,8 +14,10 @@ lives here keeps the buckets healthy:
 - *Bounded garbage.* A bucket is rewritten with only its current lines, under
   the namespace's cross-process lock, damaged lines being copied to
   ``quarantine/`` first (when to do so is decided in ``warm.py``).
-- *check(fix).* A fresh scan of every bucket, reporting (and repairing) damage,
-  torn tails, stray files and loose permissions.
+- *Persisted indexes.* A compaction, and ``close()``, write a bucket's
+  persisted index (``bucket_index.py``) when it is big enough to need one.
+
+``check(fix)`` is in ``warm_check.py``, bulk reads in ``warm_bulk.py``.
 
 This module does not import ``warm`` (which imports it): what it needs of the
 tier it reaches through ``self``. The tunables the tests patch
@@ -26,6 +28,7 @@ code that stayed in ``warm.py``, so a patched value still takes effect.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import secrets
 import threading
@@ -45,8 +48,12 @@ from .fsutil import (
     quarantine,
     storage_error,
 )
+from . import bucket_index
+from .bucket_index import Persisted
 from .locks import NamespaceLocks
-from .warm_format import Misfit, audit, parse_line
+from .warm_format import Misfit, audit, lines, parse_line
+
+log = logging.getLogger("hrm_memory.warm")
 
 # Index entry: (op, version, created_us, updated_us, offset, length); offset
 # and length delimit the line between its two newlines. op "x" marks a key
@@ -56,7 +63,7 @@ Entry = tuple[str, int, int, int, int, int]
 class _Bucket:
     __slots__ = (
         "path", "spath", "rel", "idx", "gens", "seen_gen", "checked_at", "fd", "writable", "ino", "size", "tail",
-        "index", "garbage", "corrupt", "unknown_after", "lock", "loaded",
+        "index", "garbage", "corrupt", "unknown_after", "lock", "loaded", "pidx", "idx_covered",
     )
 
     def __init__(self, path: Path, rel: str, idx: int, gens: SharedCounters | None) -> None:
@@ -80,6 +87,10 @@ class _Bucket:
         self.unknown_after = -1
         self.lock = threading.RLock()
         self.loaded = False
+        # The persisted index in use (bucket_index.Persisted): ``index`` then
+        # holds only what was appended after it, and keys looked up since.
+        self.pidx: Persisted | None = None
+        self.idx_covered = -1  # bytes the persisted index on disk covers, for this inode (-1: none known)
 
     def reset(self) -> None:
         self.seen_gen = -1
@@ -89,6 +100,8 @@ class _Bucket:
         self.corrupt = []
         self.unknown_after = -1
         self.loaded = False
+        self.pidx = None
+        self.idx_covered = -1
 
 
 class WarmUpkeep:
@@ -118,6 +131,12 @@ class WarmUpkeep:
         def _bump(self, b: _Bucket) -> None: ...
 
         def _append(self, namespace: str, b: _Bucket, line: bytes) -> int: ...
+
+        def _reload(self, b: _Bucket, use_index: bool = True) -> bool: ...
+
+        def _lookup(self, b: _Bucket, key: str) -> Entry | None: ...
+
+        def _scan_into(self, b: _Bucket, start: int, end: int) -> None: ...
 
     # -- bucket files ----------------------------------------------------------
 
@@ -246,15 +265,6 @@ class WarmUpkeep:
 
     # -- listing ---------------------------------------------------------------
 
-    def keys(self, namespace: str) -> list[tuple[str, int, int]]:
-        """``(key, version, created_us)`` of every live (not archived) key."""
-        out: list[tuple[str, int, int]] = []
-        for b in self._buckets_of(namespace):
-            with b.lock:
-                self._refresh(b)
-                out.extend((k, e[1], e[2]) for k, e in b.index.items() if e[0] == "p")
-        return out
-
     def namespaces(self) -> list[str]:
         if self.root.is_symlink():
             return []
@@ -262,24 +272,6 @@ class WarmUpkeep:
             return sorted(n for n in os.listdir(self.root) if not n.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             return []
-
-    def stats(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for ns in self.namespaces():
-            live = archived = deleted = size = 0
-            for b in self._buckets_of(ns):
-                with b.lock:
-                    self._refresh(b)
-                    size += b.size + b.tail
-                    for e in b.index.values():
-                        if e[0] == "p":
-                            live += 1
-                        elif e[0] == "a":
-                            archived += 1
-                        elif e[0] == "d":
-                            deleted += 1
-            out[ns] = {"keys": live, "archived": archived, "deleted": deleted, "bytes": size}
-        return out
 
     # -- maintenance -----------------------------------------------------------
 
@@ -300,6 +292,8 @@ class WarmUpkeep:
             # after its write, so they may not show a line already there,
             # which this rewrite would then drop.
             if not self._refresh_by_stat(b):
+                return 0
+            if b.pidx is not None and not self._reload(b, use_index=False):
                 return 0
             if b.tail:
                 self._repair_tail(b)
@@ -354,7 +348,43 @@ class WarmUpkeep:
             b.size = pos
             b.loaded = True
             b.ino = os.fstat(self._open_fd(b)).st_ino
+            self._save_index(b)
             return reclaimed
+
+    def _save_index(self, b: _Bucket) -> None:
+        """Write ``b``'s persisted index (``bucket_index.py``) if the bucket is
+        big enough to need one, its whole index is in memory and undamaged,
+        and the index on disk is missing or lags by ``MIN_BYTES / 2``. The
+        caller holds ``b.lock``. Never raises: the index is only a cache."""
+        if b.pidx is not None or not b.loaded or b.fd is None or b.ino is None:
+            return
+        if b.corrupt or b.unknown_after >= 0 or b.size < bucket_index.MIN_BYTES:
+            return
+        if b.idx_covered >= 0 and b.size - b.idx_covered < bucket_index.MIN_BYTES // 2:
+            return
+        if any(e[0] == "x" for e in b.index.values()):
+            return
+        try:
+            st = os.fstat(b.fd)
+            if st.st_ino != os.lstat(b.path).st_ino:
+                return  # compacted elsewhere: our index is of the old file
+            if st.st_size != b.size + b.tail:
+                # Other processes appended since we looked (or we appended
+                # behind them): index up to the end first, so that every
+                # entry lies within what the index says it covers.
+                self._scan_into(b, b.size, st.st_size)
+                if b.corrupt or b.unknown_after >= 0:
+                    return
+            if any(e[4] >= b.size for e in b.index.values()):
+                return
+            keys = list(b.index)
+            offs = [e[4] for e in b.index.values()]
+            data = bucket_index.encode(keys, offs, b.fd, st, b.size, b.garbage)
+            bucket_index.write(bucket_index.index_path(b.path), data)
+        except OSError as exc:
+            log.info("persisted index of %s not written: %s", b.rel, exc)
+            return
+        b.idx_covered = b.size
 
     def _recover_dead_writers(self) -> None:
         """Repair torn tails left by writer processes that died (SIGKILL, power
@@ -385,165 +415,6 @@ class WarmUpkeep:
                 except OSError:
                     pass
 
-    def check(self, fix: bool = False) -> list[Finding]:
-        findings: list[Finding] = []
-        for namespace in self.namespaces():
-            ns_dir = self.root / namespace
-            if ns_dir.is_symlink():
-                continue  # reported (and never followed) by the store-wide symlink check
-            if not ns_dir.is_dir():
-                findings.append(Finding("stray-file", str(ns_dir), "not a namespace directory"))
-                continue
-            for name in sorted(os.listdir(ns_dir)):
-                path = ns_dir / name
-                if name == ".gen":
-                    continue
-                if name.startswith(".") and name.endswith((".tmp", ".compact")):
-                    owner = name.rsplit(".", 2)[-2]
-                    if owner.isdigit() and _alive(int(owner)):
-                        continue  # a compaction in progress in a live process
-                    findings.append(
-                        Finding("stray-temp", str(path), "temporary file of a dead process", namespace, fixed=fix)
-                    )
-                    if fix:
-                        path.unlink(missing_ok=True)
-                    continue
-                if path.is_symlink():
-                    continue
-                if not (len(name) == 6 and name.endswith(".log")):
-                    findings.append(Finding("stray-file", str(path), "unexpected file in namespace", namespace))
-                    continue
-                findings.extend(self._check_bucket(namespace, int(name[:2], 16), fix))
-        return findings
-
-    def _check_bucket(self, namespace: str, idx: int, fix: bool) -> list[Finding]:
-        findings: list[Finding] = []
-        b = self._bucket(namespace, idx)
-        with self.locks.hold(namespace, cross_process=fix), b.lock:
-            # A fresh scan, not the cached index: check must see today's bytes.
-            self._close_fd(b)
-            b.reset()
-            if not self._refresh(b):
-                return findings  # removed while we looked
-            mode = os.fstat(b.fd).st_mode & 0o777 if b.fd is not None else FILE_MODE
-            if mode & 0o077:
-                findings.append(
-                    Finding("bad-permissions", str(b.path), f"mode {mode:o}, expected 600", namespace, fixed=fix)
-                )
-                if fix:
-                    os.chmod(b.path, FILE_MODE)
-            for off, length in b.corrupt:
-                findings.append(
-                    Finding(
-                        "corrupt-record",
-                        str(b.path),
-                        f"{length} bytes at offset {off} fail their checksum",
-                        namespace,
-                        fixed=fix,
-                        extra={"offset": off, "length": length},
-                    )
-                )
-            if b.tail:
-                findings.append(
-                    Finding(
-                        "torn-tail",
-                        str(b.path),
-                        f"incomplete last record ({b.tail} bytes at offset {b.size})",
-                        namespace,
-                        fixed=fix,
-                    )
-                )
-            misplaced, replayed, current = audit(b.fd, b.size, idx) if b.fd is not None else ([], [], {})
-            for m in misplaced:
-                findings.append(
-                    Finding(
-                        "misplaced-record",
-                        str(b.path),
-                        f"line of key {m.key!r} (version {m.version}) at offset {m.offset} belongs in bucket "
-                        f"{m.home:02x}.log (a bucket file restored or renamed wrongly?)",
-                        namespace,
-                        fixed=fix,
-                        extra={"offset": m.offset, "length": m.length, "key": m.key, "bucket": m.home},
-                    )
-                )
-            for m in replayed:
-                findings.append(
-                    Finding(
-                        "replayed-record",
-                        str(b.path),
-                        f"line of key {m.key!r} at offset {m.offset} repeats an earlier line (version {m.version}, "
-                        f"below version {m.newest} before it): an old line appended again",
-                        namespace,
-                        fixed=fix,
-                        extra={"offset": m.offset, "length": m.length, "key": m.key, "version": m.version},
-                    )
-                )
-            if fix and (misplaced or replayed):
-                self._rehome(namespace, b, misplaced, replayed, current)
-            if fix and (b.corrupt or b.tail or misplaced or replayed):
-                self.compact_bucket(namespace, b)
-        return findings
-
-    def _rehome(
-        self,
-        namespace: str,
-        b: _Bucket,
-        misplaced: list[Misfit],
-        replayed: list[Misfit],
-        current: dict[str, tuple[int, bytes]],
-    ) -> None:
-        """check(fix=True) of misplaced and replayed lines; nothing is lost.
-
-        Every such line is copied to ``quarantine/`` first. The newest line
-        of each misplaced key is then appended to the bucket its key hashes
-        to, unless that bucket already holds the same or a newer version of
-        the key (or a damaged line of it): then the copy in quarantine is all
-        there is to keep, as for any superseded line. Finally the misplaced
-        keys leave this bucket's index, and each replayed key's entry goes
-        back to its newest legitimate line, so the compaction that follows
-        drops the misplaced and replayed lines and keeps that one."""
-        assert b.fd is not None
-        fd = b.fd
-        try:
-            for kind, lost in (("misplaced", misplaced), ("replayed", replayed)):
-                if lost:
-                    data = b"".join(b"\n" + os.pread(fd, m.length, m.offset) + b"\n" for m in lost)
-                    quarantine(self.store_root, f"warm/{b.rel}", data, f"{kind}-{lost[0].offset}")
-            newest: dict[str, tuple[Misfit, bytes]] = {}
-            for m in misplaced:
-                if m.key not in newest or m.version >= newest[m.key][0].version:
-                    newest[m.key] = (m, os.pread(fd, m.length, m.offset))
-        except OSError as exc:
-            raise storage_error(exc, "move misplaced lines aside from", b.path) from None
-        homes: dict[int, list[tuple[Misfit, bytes]]] = {}
-        for m, line in newest.values():
-            homes.setdefault(m.home, []).append((m, line))
-        for home, group in sorted(homes.items()):
-            hb = self._bucket(namespace, home)
-            with hb.lock:
-                self._refresh(hb)
-                moving: list[tuple[Entry, str, bytes]] = []
-                for m, line in group:
-                    e = hb.index.get(m.key)
-                    entry = _entry_of(line)
-                    if entry is not None and (e is None or (e[0] != "x" and m.version > e[1])):
-                        moving.append((entry, m.key, line))
-                if not moving:
-                    continue
-                pos = self._append(namespace, hb, b"".join(b"\n" + line + b"\n" for _, _, line in moving))
-                for entry, key, line in moving:
-                    old = hb.index.get(key)
-                    if old is not None:
-                        hb.garbage += old[5] + 2
-                    hb.index[key] = (entry[0], entry[1], entry[2], entry[3], pos + 1, len(line))
-                    pos += len(line) + 2
-        for m in misplaced:
-            b.index.pop(m.key, None)
-        for key, (off, line) in current.items():
-            entry = _entry_of(line)
-            if entry is not None:
-                b.index[key] = (entry[0], entry[1], entry[2], entry[3], off, len(line))
-
     def compact(self, namespace: str | None = None) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed."""
         total = 0
@@ -551,18 +422,6 @@ class WarmUpkeep:
             for b in self._buckets_of(ns):
                 total += self.compact_bucket(ns, b)
         return total
-
-
-def _entry_of(line: bytes) -> Entry | None:
-    """The index entry (offset 0) of an intact line whose header has the
-    expected types, else None."""
-    parsed = parse_line(line)
-    if parsed is None:
-        return None
-    op, _, version, created, updated = parsed[0]
-    if op not in ("p", "d", "a") or not all(type(n) is int for n in (version, created, updated)):
-        return None
-    return (op, version, created, updated, 0, len(line))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -119,6 +119,7 @@ _LAYOUT = re.compile(
             rf"warm/{_NS_RE}",
             rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.log",
             rf"warm/{_NS_RE}/\.gen",
+            rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.idx",  # persisted bucket index (issue 13)
             rf"cold/{_NS_RE}",
             rf"cold/{_NS_RE}/[0-9]{{6}}\.seg",
             rf"locks/(?:{_NS_RE}|meta\.namespaces)\.lock",
@@ -127,7 +128,7 @@ _LAYOUT = re.compile(
             r"meta/\.gen",  # run-time declarations' change counter
             r"run/[0-9]+-[0-9a-f]{8}\.touched",
             rf"quarantine/(?:warm__{_NS_RE}__[0-9a-f]{{2}}\.log|cold__{_NS_RE}__[0-9]{{6}}\.seg)"
-            r"\.(?:corrupt|torn)-[0-9]+\.bad",
+            r"\.(?:corrupt|torn|misplaced|replayed)-[0-9]+\.bad",
         ]
     )
 )
