@@ -26,8 +26,10 @@ question of categories 1-4 a ``search(("conv", "<i>"), query=q, limit=10)``,
 its evidence turns the relevant items; recall@k and hit@k as there), through
 the LangGraph API: ``InMemoryStore`` and ``MemoryStore`` with the same
 embedder (a deterministic hashed bag of words, 256 dimensions, on ``text``;
-no model is downloaded), and ``MemoryStore`` without an embedder, whose query
-goes through hrm-memory's lexical recall over ``text`` and ``speaker``.
+no model is downloaded), the same embedder handed to hrm-memory's recall
+(``query_mode="recall"``: hybrid text and vectors), and ``MemoryStore`` without
+an embedder, whose query goes through hrm-memory's lexical recall over ``text``
+and ``speaker``.
 """
 
 from __future__ import annotations
@@ -176,6 +178,9 @@ def quality(repo: str, bench_dir: Path) -> str:
     stores: dict[str, Any] = {
         "InMemoryStore, hashed-BoW embedder": InMemoryStore(index=dense),  # type: ignore[arg-type]
         "MemoryStore, same embedder": MemoryStore(root=str(root / "dense"), durability="flush", index=dense),  # type: ignore[arg-type]
+        "MemoryStore, same embedder, query_mode='recall' (hybrid)": MemoryStore(
+            root=str(root / "hybrid"), durability="flush", index=dense, query_mode="recall"  # type: ignore[arg-type]
+        ),
         "MemoryStore, no embedder (lexical recall)": MemoryStore(
             root=str(root / "lexical"), durability="flush", index={"fields": ["text", "speaker"]}  # type: ignore[typeddict-item]
         ),

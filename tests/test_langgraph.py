@@ -279,6 +279,20 @@ def test_query_with_an_embedder_ranks_by_cosine_of_the_best_field(tmp_path: Path
         assert asyncio.run(run()) in (["async", "zebra"], ["zebra", "async"])
 
 
+def test_query_mode_recall_hands_the_embedder_to_recall(tmp_path: Path) -> None:
+    if not hasattr(MemoryManager, "recall"):
+        pytest.skip("this manager has no recall")
+    index = {"dims": 26, "embed": embed, "fields": ["text"]}
+    with MemoryStore(root=str(tmp_path / "s"), durability="flush", index=index, query_mode="recall") as s:  # type: ignore[arg-type]
+        s.put(("docs",), "a", {"text": "the quarterly budget review"})
+        s.put(("docs",), "b", {"text": "a recipe for lemon cake"})
+        assert "e" not in s.manager.get_record(s.namespace, "docs//a").value  # type: ignore[union-attr]
+        hits = s.search(("docs",), query="budget review")
+        assert hits and hits[0].key == "a" and hits[0].score is not None
+    with pytest.raises(ValueError):
+        MemoryStore(root=str(tmp_path / "t"), query_mode="fuzzy")
+
+
 def test_abatch_runs_the_same_ops(store: MemoryStore) -> None:
     async def run() -> list[Any]:
         return await store.abatch(

@@ -107,6 +107,13 @@ class MemoryStore(BaseStore):
         Declare the namespace searchable by hrm-memory's recall (the fields
         of ``index``, else the whole value) so that ``query`` works without
         an embedder. Ignored by a manager without recall.
+    query_mode:
+        ``"exact"`` (default): with an embedder, the adapter embeds each put
+        and ranks a query by exact cosine similarity, as LangGraph's stores
+        do. ``"recall"``: every query goes through hrm-memory's recall; the
+        embedder (``index["embed"]``) is handed to the manager the store opens
+        (``MemoryManager(embed=...)``), so ranking is recall's hybrid of text
+        and vectors, with its confidence-weighted score.
     """
 
     supports_ttl: bool = True
@@ -120,11 +127,12 @@ class MemoryStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         lexical: bool = True,
+        query_mode: str = "exact",
         **manager_options: Any,
     ) -> None:
-        self._owns_manager = manager is None
-        self.manager: MemoryManager = manager if manager is not None else MemoryManager(root, **manager_options)
-        self.namespace = namespace
+        if query_mode not in ("exact", "recall"):
+            raise InvalidArgument(f"query_mode must be 'exact' or 'recall', not {query_mode!r}")
+        self.query_mode = query_mode
         self.ttl_config: TTLConfig | None = self._check_ttl(ttl)
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
@@ -135,9 +143,16 @@ class MemoryStore(BaseStore):
             self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in fields]
             if self.index_config.get("embed") is not None:
                 self.embeddings = ensure_embeddings(self.index_config["embed"])
-        self.lexical = bool(lexical)
+        if query_mode == "recall" and manager is None and self.embeddings is not None:
+            manager_options.setdefault("embed", self.embeddings)  # recall's hybrid retrieval
+        self._owns_manager = manager is None
+        self.manager: MemoryManager = manager if manager is not None else MemoryManager(root, **manager_options)
+        self.namespace = namespace
+        self.lexical = bool(lexical) or query_mode == "recall"
         self._listed: bool | None = None
         self._recall = getattr(self.manager, "recall", None) if self.lexical else None
+        #: The adapter embeds and scores (exact cosine) only in "exact" mode.
+        self._vectors = self.embeddings is not None and query_mode == "exact"
         try:
             self._declare()
         except BaseException:
@@ -307,7 +322,7 @@ class MemoryStore(BaseStore):
 
     def _put_texts(self, ops: Sequence[Op]) -> list[tuple[int, str, str]]:
         """``(op index, field path, text)`` of every text the puts of ``ops`` embed."""
-        if self.embeddings is None:
+        if not self._vectors:
             return []
         out: list[tuple[int, str, str]] = []
         for i, op in enumerate(ops):
@@ -341,7 +356,7 @@ class MemoryStore(BaseStore):
         return await self.embeddings.aembed_documents([t for _, _, t in texts])
 
     def _queries(self, ops: Sequence[Op]) -> list[str]:
-        if self.embeddings is None:
+        if not self._vectors:
             return []
         return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
 
@@ -480,7 +495,7 @@ class MemoryStore(BaseStore):
         ranked: list[tuple[float | None, Row]]
         if op.query and op.query in queries:
             ranked = self._dense(op.namespace_prefix, where, queries[op.query])
-        elif op.query and self._recall is not None and self.embeddings is None:
+        elif op.query and self._recall is not None and not self._vectors:
             ranked = self._lexical(op.namespace_prefix, where, op.query, offset + limit)
         else:
             ranked = [(None, row) for row in self._ordered(op.namespace_prefix, where, offset + limit)]
