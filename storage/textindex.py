@@ -51,6 +51,19 @@ CREATE INDEX IF NOT EXISTS docs_recent ON docs(ns, updated_us);
 CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# Per connection: the index's vocabulary (document frequency per stemmed
+# term), and a scratch table that stems a query's words the way the index does.
+_TEMP_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, 'fts', 'row');
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.qwords USING fts5(w, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', 'instance');
+"""
+#: A query word found in more than this share of the documents (and in more
+#: than DF_FLOOR of them) is left out of the query when rarer words remain:
+#: its bm25 weight is near zero, yet scoring its matches is most of a query's
+#: time (150 ms -> 2 ms at 100k records for a query with two such words).
+DF_SHARE, DF_FLOOR = 0.02, 2000
+
 #: Weights of the two columns in bm25: the record's text, and its context
 #: (key words, namespace, kind).
 BODY_WEIGHT, CTX_WEIGHT = 1.0, 0.4
@@ -107,7 +120,7 @@ class TextIndex:
         else:
             db = self._open_file(self.path)
         try:
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA + _TEMP_SCHEMA)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise CorruptRecord(f"the recall index {self.path} is damaged ({exc}); delete it to rebuild") from None
@@ -289,6 +302,33 @@ class TextIndex:
             finally:
                 db.execute("ROLLBACK")
             return [Row(*r[:9], bodies.get(r[0], ""), r[9]) for r in rows]
+
+    def selective(self, terms: Sequence[str]) -> list[str]:
+        """``terms`` without those too common to be worth scoring (see
+        :data:`DF_SHARE`); the rarest is kept when all are common."""
+        if len(terms) < 2:
+            return list(terms)
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return list(terms)
+            db = self._conn()
+            top = db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0
+            limit = max(DF_FLOOR, DF_SHARE * top)
+            if top <= limit:
+                return list(terms)
+            db.execute("BEGIN")
+            try:
+                db.executemany("INSERT INTO temp.qwords(rowid, w) VALUES (?, ?)", list(enumerate(terms)))
+                stems = dict(db.execute("SELECT doc, term FROM temp.qstems").fetchall())
+                db.execute("DELETE FROM temp.qwords")
+            finally:
+                db.execute("COMMIT")
+            wanted = sorted(set(stems.values()))
+            df = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN ({','.join('?' * len(wanted))})",
+                                 wanted).fetchall()) if wanted else {}
+            freq = {t: df.get(stems.get(i, ""), 0) for i, t in enumerate(terms)}
+            kept = [t for t in terms if freq[t] <= limit]
+            return kept or [min(terms, key=lambda t: (freq[t], t))]
 
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]:
         """``(id, ns, key, vector)`` of every row with a vector in ``namespaces``."""

@@ -98,6 +98,7 @@ class SearchIndex(Protocol):
                kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None) -> list[Any]: ...
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
     def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
+    def selective(self, terms: Sequence[str]) -> list[str]: ...
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
     def close(self) -> None: ...
 
@@ -355,12 +356,12 @@ class Recalling(Steps):
                 matches: Callable[[Any], bool] | None) -> list[Hit]:
         names = [s.name for s in specs]
         want = max(50, 4 * k)
-        match = rt.fts_query(terms)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
         for index, session in ((self.mem_index, True), (self.disk_index, False)):
             if index is None:
                 continue
+            match = rt.fts_query(index.selective(terms))  # words in most documents are not worth scoring
             for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix):
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
