@@ -66,6 +66,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.adapters": 3,
     "hrm_memory.langgraph": 3,  # the LangGraph store (optional dependency)
     "hrm_memory.langgraph_codec": 3,
+    "hrm_memory.langgraph_ttl": 3,
     "hrm_memory.migration": 3,
     "hrm_memory.cli": 4,
     "hrm_memory.cli_trace": 4,

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import math
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, NamedTuple
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -50,6 +48,7 @@ from langgraph.store.base import (
 from . import langgraph_codec as codec
 from .errors import InvalidArgument, InvalidKey, InvalidValue
 from .filters import compile_where
+from .langgraph_ttl import Sweeper
 from .manager import MemoryManager
 from .records import Record
 from .spec import MAX_VALUE_BYTES, NamespaceSpec
@@ -58,26 +57,6 @@ from .spec import MAX_VALUE_BYTES, NamespaceSpec
 DEFAULT_NAMESPACE = "langgraph.store"
 
 _Vectors = dict[str, list[float]]
-
-
-class Row(NamedTuple):
-    """A live item as read: the record, its envelope, and its LangGraph namespace and key."""
-
-    record: Record
-    env: dict[str, Any]
-    namespace: tuple[str, ...]
-    key: str
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _parse_key(hk: str) -> tuple[tuple[str, ...], str] | None:
-    """:func:`codec.parse_key`, remembered (a search parses every key under its prefix)."""
-    return codec.parse_key(hk)
-
-
-def _order(row: Row) -> tuple[tuple[str, ...], str]:
-    """The default order: namespace (label by label), then key."""
-    return row.namespace, row.key
 
 
 class MemoryStore(BaseStore):
@@ -159,9 +138,7 @@ class MemoryStore(BaseStore):
             if self._owns_manager:
                 self.manager.close()
             raise
-        self._sweeper: threading.Thread | None = None
-        self._sweeper_stop = threading.Event()
-        self._sweeper_done: concurrent.futures.Future[None] | None = None
+        self._sweeper = Sweeper(self._sweep, lambda: self.manager.closed)
 
     @staticmethod
     def _check_ttl(ttl: TTLConfig | None) -> TTLConfig | None:
@@ -190,7 +167,7 @@ class MemoryStore(BaseStore):
 
     def close(self) -> None:
         """Stop the TTL sweeper, and close the manager if the store opened it."""
-        self._stop_sweeper(None)
+        self._sweeper.stop()
         if self._owns_manager:
             self.manager.close()
 
@@ -366,18 +343,18 @@ class MemoryStore(BaseStore):
 
     # -- the ops -------------------------------------------------------------------------
 
-    def _row(self, record: Record, labels: Sequence[str] | None, now: float) -> Row | None:
-        """``record`` as a :class:`Row`, or None if it is expired or outside ``labels``."""
+    def _row(self, record: Record, labels: Sequence[str] | None, now: float) -> codec.Row | None:
+        """``record`` as a :class:`~hrm_memory.langgraph_codec.Row`, or None if it is expired or outside ``labels``."""
         env = record.value
         if codec.expired(env, now):
             return None
         ns = tuple(codec.unescape(label) for label in env["n"])
         if labels is not None and ns[: len(labels)] != tuple(labels):
             return None
-        return Row(record, env, ns, codec.unescape(env["k"]))
+        return codec.Row(record, env, ns, codec.unescape(env["k"]))
 
     @staticmethod
-    def _item(row: Row, score: float | None = None, search: bool = False) -> Any:
+    def _item(row: codec.Row, score: float | None = None, search: bool = False) -> Any:
         record, env = row.record, row.env
         u = env.get("u")  # set by a TTL refresh, which must not move updated_at
         updated = record.updated_at if u is None else datetime.fromtimestamp(u / 1e6, tz=timezone.utc)
@@ -417,7 +394,7 @@ class MemoryStore(BaseStore):
             new.setdefault("u", round(record.updated_at.timestamp() * 1e6))
             self.manager.write(self.namespace, read.key, new)
 
-    def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[Row]:
+    def _scan(self, labels: Sequence[str], where: dict[str, Any] | None = None) -> list[codec.Row]:
         """The live items under the namespace prefix ``labels`` (and ``where``), unordered.
 
         Under a non-empty prefix, the keys come from the backend's key list
@@ -447,7 +424,7 @@ class MemoryStore(BaseStore):
         keys = [hk for hk, _, _ in self.manager.backend.keys(self.namespace) if hk.startswith(prefix)]
         out = []
         for hk in keys:
-            parsed = _parse_key(hk)
+            parsed = codec.parse_key(hk)
             if parsed is None:  # an over-long key: its value says where it belongs
                 record = self.manager.get_record(self.namespace, hk)
                 if record is None:
@@ -459,15 +436,15 @@ class MemoryStore(BaseStore):
         out.sort()
         return out
 
-    def _ordered(self, labels: Sequence[str], where: dict[str, Any] | None, want: int | None) -> list[Row]:
+    def _ordered(self, labels: Sequence[str], where: dict[str, Any] | None, want: int | None) -> list[codec.Row]:
         """The first ``want`` live items under ``labels`` matching ``where`` in
         the default order, reading values only until that many matched."""
         if not self._keys_listed():
-            rows = sorted(self._scan(labels, where), key=_order)
+            rows = sorted(self._scan(labels, where), key=codec.order)
             return rows if want is None else rows[:want]
         matches = compile_where(where)
         now = time.time()
-        out: list[Row] = []
+        out: list[codec.Row] = []
         if want == 0:
             return out
         for _, _, hk in self._candidates(labels):
@@ -492,7 +469,7 @@ class MemoryStore(BaseStore):
     def _search(self, op: SearchOp, queries: Mapping[str, list[float]]) -> list[SearchItem]:
         where = codec.translate_filter(op.filter)
         offset, limit = max(op.offset, 0), max(op.limit, 0)
-        ranked: list[tuple[float | None, Row]]
+        ranked: list[tuple[float | None, codec.Row]]
         if op.query and op.query in queries:
             ranked = self._dense(op.namespace_prefix, where, queries[op.query])
         elif op.query and self._recall is not None and not self._vectors:
@@ -508,28 +485,28 @@ class MemoryStore(BaseStore):
 
     def _dense(
         self, labels: Sequence[str], where: dict[str, Any] | None, query: Sequence[float]
-    ) -> list[tuple[float | None, Row]]:
+    ) -> list[tuple[float | None, codec.Row]]:
         """Every item under ``labels`` matching ``where``: those with vectors by
         cosine similarity (the best field), best first, then those without
         (``score`` None), ties and the unscored in (namespace, key) order."""
         qnorm = codec.norm(query)
-        scored: list[tuple[float, Row]] = []
-        unscored: list[Row] = []
+        scored: list[tuple[float, codec.Row]] = []
+        unscored: list[codec.Row] = []
         for row in self._scan(labels, where):
             vecs = row.env.get("e")
             if vecs:
                 scored.append((max(codec.cosine(query, qnorm, codec.unpack(v)) for v in vecs.values()), row))
             else:
                 unscored.append(row)
-        scored.sort(key=lambda pair: (-pair[0], *_order(pair[1])))
-        unscored.sort(key=_order)
-        ranked: list[tuple[float | None, Row]] = [(s, row) for s, row in scored]
+        scored.sort(key=lambda pair: (-pair[0], *codec.order(pair[1])))
+        unscored.sort(key=codec.order)
+        ranked: list[tuple[float | None, codec.Row]] = [(s, row) for s, row in scored]
         ranked.extend((None, row) for row in unscored)
         return ranked
 
     def _lexical(
         self, labels: Sequence[str], where: dict[str, Any] | None, query: str, want: int
-    ) -> list[tuple[float | None, Row]]:
+    ) -> list[tuple[float | None, codec.Row]]:
         """The best ``want`` items for ``query`` by hrm-memory's recall, best
         first (ties in (namespace, key) order); asks again for more when
         expired items or an over-long key's neighbours were left out."""
@@ -544,7 +521,7 @@ class MemoryStore(BaseStore):
             if len(found) >= want or len(hits) < k:
                 break
             k *= 2
-        found.sort(key=lambda pair: (-pair[0], *_order(pair[1])))
+        found.sort(key=lambda pair: (-pair[0], *codec.order(pair[1])))
         return [(score, row) for score, row in found]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -596,49 +573,12 @@ class MemoryStore(BaseStore):
         """Sweep expired items every ``sweep_interval_minutes`` (default: the
         TTL config's, else 5) on a daemon thread until :meth:`stop_ttl_sweeper`.
         Returns a future that completes when the sweeper stops."""
-        if self._sweeper is not None and self._sweeper.is_alive():
-            assert self._sweeper_done is not None
-            return self._sweeper_done
-        interval = sweep_interval_minutes
-        if interval is None:
-            interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        if not (type(interval) in (int, float) and math.isfinite(interval) and interval > 0):
-            raise InvalidArgument(f"sweep_interval_minutes must be a positive number, not {interval!r}")
-        seconds = float(interval) * 60.0
-        self._sweeper_stop.clear()
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        stop = self._sweeper_stop
-
-        def loop() -> None:
-            try:
-                while not stop.wait(seconds):
-                    try:
-                        self._sweep()
-                    except Exception:  # a failed sweep is retried at the next interval
-                        if self.manager.closed:
-                            break
-            finally:
-                done.set_result(None)
-
-        self._sweeper_done = done
-        self._sweeper = threading.Thread(target=loop, name="hrm-memory-langgraph-ttl", daemon=True)
-        self._sweeper.start()
-        return done
+        interval = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        return self._sweeper.start(interval)
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; True once it has stopped (or none was running)."""
-        return self._stop_sweeper(timeout)
-
-    def _stop_sweeper(self, timeout: float | None) -> bool:
-        thread = self._sweeper
-        if thread is None:
-            return True
-        self._sweeper_stop.set()
-        thread.join(timeout)
-        if thread.is_alive():
-            return False
-        self._sweeper = None
-        return True
+        return self._sweeper.stop(timeout)
 
 
 __all__ = ["DEFAULT_NAMESPACE", "MemoryStore"]

@@ -30,15 +30,17 @@ the record's: ``created_at`` survives overwrites, ``updated_at`` is the last put
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import math
 import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import InvalidFilter
 from .filters import OPERATORS
+from .records import Record
 from .spec import MAX_KEY_BYTES
 
 #: Characters escaped besides the unprintable ones.
@@ -116,6 +118,7 @@ def hrm_key(labels: Sequence[str], key: str) -> str:
     return _bounded(SEP.join(escape(label) for label in labels) + KEY_SEP + escape(key))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a search parses every key under its prefix
 def parse_key(text: str) -> tuple[tuple[str, ...], str] | None:
     """``(labels, key)`` back from an hrm key, or None for a hashed (over-long) one."""
     head, _, tail = text.partition(KEY_SEP)
@@ -124,6 +127,20 @@ def parse_key(text: str) -> tuple[tuple[str, ...], str] | None:
     if _HASHED in text:
         return None
     return tuple(unescape(label) for label in head.split(SEP)), unescape(tail)
+
+
+class Row(NamedTuple):
+    """A live item as read: the record, its envelope, and its LangGraph namespace and key."""
+
+    record: Record
+    env: dict[str, Any]
+    namespace: tuple[str, ...]
+    key: str
+
+
+def order(row: Row) -> tuple[tuple[str, ...], str]:
+    """The default order: namespace (label by label), then key."""
+    return row.namespace, row.key
 
 
 # -- the envelope --------------------------------------------------------------------
@@ -287,6 +304,8 @@ def literal_head(path: Sequence[str]) -> tuple[str, ...]:
 
 
 __all__ = [
+    "Row",
+    "order",
     "cosine",
     "envelope",
     "escape",
