@@ -333,7 +333,7 @@ class MemoryManager(Operations):
     fusion:
         How text and dense results are fused: ``"weighted"`` (default: the
         text score scaled by the best one and the cosine scaled to [0, 1],
-        weighted 0.85/0.15; the measured winner on LoCoMo, see BENCHMARKS.md)
+        weighted 0.9/0.1; the measured winner on LoCoMo, see BENCHMARKS.md)
         or ``"rrf"`` (reciprocal rank).
 
     Thread-safe. Opening reads no stored data, so it costs the same at any size.

@@ -57,13 +57,14 @@ RECENCY_HALF_LIFE_DAYS = 30.0
 RRF_K = 60
 #: How text and dense results are fused (``MemoryManager(fusion=...)``),
 #: the default first: on LoCoMo with all-MiniLM-L6-v2 (BENCHMARKS.md),
-#: weighted 0.85/0.15 gives recall@5 0.539 against lexical 0.534 and dense
-#: 0.265; equal-weight RRF (0.377) or an equal weighted mean (0.472) lets a
-#: weaker dense list pull good text hits down.
+#: weighted 0.9/0.1 gives recall@1/5/10 0.312/0.542/0.620 against lexical
+#: 0.311/0.534/0.617 and dense 0.095/0.265/0.346; equal-weight RRF (recall@5
+#: 0.376) or an equal weighted mean (0.472) lets a weaker dense list pull
+#: good text hits down.
 FUSIONS = ("weighted", "rrf")
 #: Weighted fusion: the text score (bm25 over the best one) and the cosine
 #: (min-max over the dense list) weigh this much each.
-FUSION_WEIGHTS = (0.85, 0.15)
+FUSION_WEIGHTS = (0.9, 0.1)
 
 
 class Doc(NamedTuple):
