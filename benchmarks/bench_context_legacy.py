@@ -56,7 +56,6 @@ DEFAULT_LEGACY = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "da
 #: relative dates render as they would have the next working day.
 NOW = 1_768_219_200.0
 SHOW_AT = 0.7
-WHAT_IF_PER_RECORD = 100
 
 
 def norm(text: str) -> str:
@@ -150,34 +149,13 @@ def main(argv: list[str] | None = None) -> int:
             ("every v1 fact", v1_facts, None),
             ("every v1 fact, sections now + goals", v1_facts, ("now", "goals")),
             ("every v2 fact", v2_facts, None),
+            ("every v2 fact, sections goals + people + patterns", v2_facts, ("goals", "people", "patterns")),
             ("every v1 and v2 fact", v1_facts + v2_facts, None),
         ):
             ctx = _smallest(mm, facts, args, sections)
             scans.append([label, "-" if ctx is None else f"{ctx.budget:,}", "-" if ctx is None else f"{ctx.tokens:,}",
                           "-" if ctx is None else f"{ctx.tokens / v1_tokens:.2f}",
                           "-" if ctx is None else f"{ctx.tokens / v2_tokens:.2f}"])
-        # What-if, not the shipped renderer: PER_RECORD (entries taken from
-        # one record) raised, so that a long legacy document's later fields
-        # (compressed/state's patterns, coaching, preferences) render at all.
-        from hrm_memory import context as context_module
-
-        shipped = context_module.PER_RECORD
-        context_module.PER_RECORD = WHAT_IF_PER_RECORD
-        mm._pipeline.__dict__.pop("_ctx_cache", None)  # lines cached under the cap
-        try:
-            for label, facts, sections in (
-                ("every v2 fact", v2_facts, None),
-                ("every v2 fact, sections goals + people + patterns", v2_facts, ("goals", "people", "patterns")),
-                ("every v1 and v2 fact", v1_facts + v2_facts, None),
-            ):
-                ctx = _smallest(mm, facts, args, sections)
-                scans.append([f"{label} (what-if: PER_RECORD {shipped} -> {WHAT_IF_PER_RECORD})",
-                              "-" if ctx is None else f"{ctx.budget:,}", "-" if ctx is None else f"{ctx.tokens:,}",
-                              "-" if ctx is None else f"{ctx.tokens / v1_tokens:.2f}",
-                              "-" if ctx is None else f"{ctx.tokens / v2_tokens:.2f}"])
-        finally:
-            context_module.PER_RECORD = shipped
-            mm._pipeline.__dict__.pop("_ctx_cache", None)
         print(f"legacy data: {args.legacy} (migrated in {migrated_s:.1f} s into a temporary root); "
               f"now = {args.now:.0f}; counter: {tokenizer_info()['counter']} {tokenizer_info()['encoding']}\n")
         print(md_table(["prompt", "tokens", "v1 facts kept", "v2 facts kept", "tokens / v1", "tokens / v2"], rows))

@@ -301,7 +301,7 @@ class TextIndex:
                                          ids).fetchall()) if ids else {}
             finally:
                 db.execute("ROLLBACK")
-            return [Row(*r[:9], bodies.get(r[0], ""), r[9]) for r in rows]
+            return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], bodies.get(r[0], ""), r[9]) for r in rows]
 
     def selective(self, terms: Sequence[str]) -> list[str]:
         """``terms`` without those too common to be worth scoring (see

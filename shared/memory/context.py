@@ -86,7 +86,7 @@ FIELD_PREFIX = {"anti_goals": "avoid: ", "open_questions": "open question: "}
 PEOPLE_NAMESPACES = frozenset({"shared.people"})
 PER_NAMESPACE = 20  # newest records read per namespace
 CACHE_RECORDS = 4096  # records whose rendered lines are kept between renders
-PER_RECORD = 40  # entries taken from one record
+PER_FIELD = 40  # entries taken from one field of a record (or one record)
 MAX_ENTRY_TOKENS = 60
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
 NEAR_DUPLICATE = 0.8
@@ -222,24 +222,17 @@ class Contexting(Remembering):
         default = "people" if spec.name in PEOPLE_NAMESPACES else _section_of_kind(spec.kind)
         if isinstance(value, dict) and value.get("kind") in KINDS:
             default = _section_of_kind(value["kind"])
-        n = 0
         if isinstance(value, dict) and not _is_leafy(value):
             for fname, item in value.items():
                 section = FIELD_SECTIONS.get(fname, default)
                 if section is None or fname in _SKIP_FIELDS:
                     continue
                 prefix = FIELD_PREFIX.get(fname, "")
-                for text in self._lines(spec, item, fname, now_s, legend):
+                for text in self._lines(spec, item, fname, now_s, legend)[:PER_FIELD]:
                     yield section, prefix + text
-                    n += 1
-                    if n >= PER_RECORD:
-                        return
         elif default is not None:
-            for text in self._lines(spec, value, None, now_s, legend, key=key):
+            for text in self._lines(spec, value, None, now_s, legend, key=key)[:PER_FIELD]:
                 yield default, text
-                n += 1
-                if n >= PER_RECORD:
-                    return
 
     def _lines(self, spec: NamespaceSpec, value: Any, label: str | None, now_s: float,
                legend: dict[str, str], key: str | None = None) -> list[str]:
@@ -253,7 +246,7 @@ class Contexting(Remembering):
             for table in codec.tables.values():
                 tables.update(table)
         if isinstance(value, list):
-            items = value[-PER_RECORD:][::-1] if label in ("observations", "observed", "sessions") else value
+            items = value[-PER_FIELD:][::-1] if label in ("observations", "observed", "sessions") else value
             return [_flat(v, now_s, codes, tables, legend) for v in items if v not in (None, "", [], {})]
         if isinstance(value, dict) and value and all(_score(v) is not None for v in value.values()):
             ranked = sorted(value.items(), key=lambda kv: (-float(kv[1]), kv[0]))
