@@ -262,7 +262,11 @@ CODECS: dict[str, Codec] = {c.name: c for c in (ALTITUDE, FOCUS, REASONING, LEAR
 #: Seed namespaces left uncoded: consent state is read by people auditing it;
 #: the legacy compressed state is already in the altitude codes by its own
 #: design (people ``{r, t, n}``), so compacting it again would only add escapes.
-UNCODED = frozenset({"focus.consent", "altitude.compressed"})
+UNCODED = frozenset(
+    {"focus.consent", "altitude.compressed"}
+    # typed memories (remember()): free text, nothing to code
+    | {f"{hrm}.memories" for hrm in ("altitude", "focus", "reasoning", "learning", "shared")}
+)
 
 #: namespace -> codec name (for ``NamespaceSpec.codec``): every namespace of an
 #: HRM uses that HRM's codec, except those in ``UNCODED``.

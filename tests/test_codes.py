@@ -199,5 +199,6 @@ def test_registry() -> None:
 def test_every_seed_namespace_has_a_known_codec() -> None:
     names = {spec.name for spec in seed()}
     assert set(NAMESPACE_CODECS) <= names
-    assert names - set(NAMESPACE_CODECS) == UNCODED == {"focus.consent", "altitude.compressed"}  # on purpose
+    memories = {f"{hrm}.memories" for hrm in ("altitude", "focus", "reasoning", "learning", "shared")}
+    assert names - set(NAMESPACE_CODECS) == UNCODED == {"focus.consent", "altitude.compressed"} | memories  # on purpose
     assert set(NAMESPACE_CODECS.values()) <= set(CODECS)
