@@ -125,6 +125,8 @@ _LAYOUT = re.compile(
             rf"locks/(?:{_NS_RE}|meta\.namespaces)\.lock",
             rf"locks/{_NS_RE}\.writers",  # the writer gate: appends shared, rewrites exclusive
             r"meta/namespaces\.json",
+            r"index",
+            r"index/recall\.db(?:-wal|-shm|-journal)?",  # the recall index (docs/recall.md)
             r"meta/\.gen",  # run-time declarations' change counter
             r"run/[0-9]+-[0-9a-f]{8}\.touched",
             rf"quarantine/(?:warm__{_NS_RE}__[0-9a-f]{{2}}\.log|cold__{_NS_RE}__[0-9]{{6}}\.seg)"
@@ -657,3 +659,17 @@ def test_symlink_planted_in_root_is_not_followed(tmp_path: Path, root: Path, whe
             pass
     assert (outside / "victim.txt").read_bytes() == victim, "the store wrote through a symlink"
     assert tree(outside) == before, f"the store created or changed files outside its root: {sorted(tree(outside))}"
+
+
+def test_hostile_keys_in_an_indexed_namespace_are_recalled_and_stay_out_of_file_names(
+    mm: MemoryManager, root: Path, tmp_path: Path
+) -> None:
+    outside = Outside(tmp_path, root)
+    for key in STORED_KEYS:
+        mm.write("shared.people", key, {"name": "zqhostile person", "key": key})
+    found = {h.key for h in mm.recall("zqhostile", namespaces="shared.people", k=1000)}
+    assert found == set(STORED_KEYS)
+    assert "zqhostile" in mm.context("altitude", budget=100_000).text
+    assert_layout(root, list(STORED_KEYS))
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in (root / "index").iterdir())
+    outside.assert_untouched()
