@@ -336,7 +336,8 @@ def write_section(path: Path, section: str) -> None:
     if SECTION + "\n" in text:
         start = text.index(SECTION + "\n")
         nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
+        rest = "\n" + text[nxt + 1 :] if nxt >= 0 else ""  # a blank line before the next section
+        text = text[:start] + section.rstrip("\n") + "\n" + rest
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
