@@ -305,9 +305,8 @@ class TextIndex:
 
     def selective(self, terms: Sequence[str]) -> list[str]:
         """``terms`` without those too common to be worth scoring (see
-        :data:`DF_SHARE`); the rarest is kept when all are common."""
-        if len(terms) < 2:
-            return list(terms)
+        :data:`DF_SHARE`); when all are common, the rarest, unless even it is
+        in half the documents (then none: such a query ranks nothing)."""
         with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return list(terms)
@@ -328,7 +327,11 @@ class TextIndex:
                                  wanted).fetchall()) if wanted else {}
             freq = {t: df.get(stems.get(i, ""), 0) for i, t in enumerate(terms)}
             kept = [t for t in terms if freq[t] <= limit]
-            return kept or [min(terms, key=lambda t: (freq[t], t))]
+            if kept:
+                return kept
+            rarest = min(terms, key=lambda t: (freq[t], t))
+            # Every word is common; one in most documents ranks nothing.
+            return [rarest] if freq[rarest] <= 0.5 * top else []
 
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]:
         """``(id, ns, key, vector)`` of every row with a vector in ``namespaces``."""

@@ -362,7 +362,10 @@ class Recalling(Steps):
         for index, session in ((self.mem_index, True), (self.disk_index, False)):
             if index is None:
                 continue
-            match = rt.fts_query(index.selective(terms))  # words in most documents are not worth scoring
+            selective = index.selective(terms)  # words in most documents are not worth scoring
+            if not selective:
+                continue
+            match = rt.fts_query(selective)
             for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix):
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
