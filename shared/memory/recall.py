@@ -21,7 +21,8 @@ derived data and is treated as such:
 
 Ranking: bm25 over the record's text and its context (key words, namespace,
 kind), Porter-stemmed, stopwords left out of the query; optionally fused
-with a dense retriever (``MemoryManager(embed=...)``) by reciprocal rank.
+with a dense retriever (``MemoryManager(embed=...)``) by document, weighted
+scores by default (measured on LoCoMo) or reciprocal rank.
 Queries are classified (:func:`hrm_memory.recall_text.classify`) and routed
 to the kinds that answer them, then cascade to every kind and to the cold
 tier while the best confidence stays under :data:`CASCADE_BELOW`.
