@@ -319,7 +319,9 @@ class Recalling(Steps):
             # cold tier when none can archive (no TTL, no cap).
             typed = {s.kind for s in searched}
             stages: list[tuple[str, Sequence[str] | None, bool]] = []
-            if kinds is None and route and (None in typed or typed & set(route)):
+            # (Nor is it run when every searched namespace's kind is routed:
+            # it would be the next stage, run twice.)
+            if kinds is None and route and (None in typed or typed & set(route)) and not typed <= set(route):
                 stages.append(("routed", route, include_cold))
             stages.append(("all kinds" if kinds is None else "kinds", kinds, include_cold))
             if not include_cold and any(s.ttl is not None or s.max_keys is not None for s in searched):
