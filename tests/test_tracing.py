@@ -230,3 +230,187 @@ print(sorted(s.name for s in exporter.get_finished_spans()))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['memory.read', 'memory.write']"
+
+
+# -- issue 13: the deferred path made cheaper; what it must still deliver ----------------
+
+
+def _batch_provider(**kw: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(**kw)
+    provider.add_span_processor(BatchSpanProcessor(exporter))  # default queue: 2,048 spans
+    return provider, exporter
+
+
+def test_batch_processor_gets_every_span_of_10k_ops_with_ids_parents_times_attributes(root: Path) -> None:
+    provider, exporter = _batch_provider()
+    tracer = provider.get_tracer("caller")
+    done: list[tuple[str, str, str | None, int, int, Any]] = []  # op, key, trace id, t0, t1, parent
+    with MemoryManager(root, tracer_provider=provider, namespaces=[NamespaceSpec("t.hot", tier="hot")]) as mm:
+        for i in range(10_000):
+            key = f"k{i % 997}"
+            parent = None
+            t0 = time.time_ns()
+            if i % 10 == 0:  # some under a caller's span
+                with tracer.start_as_current_span("turn") as span:
+                    parent = span.get_span_context()
+                    trace_id: str | None = mm.write("t.hot", key, i)
+            elif i % 2:
+                trace_id = mm.write("t.hot", key, i)
+            else:
+                mm.read("t.hot", key)
+                trace_id = None
+            done.append(("write" if trace_id else "read", key, trace_id, t0, time.time_ns(), parent))
+    provider.force_flush()
+    ours = [s for s in exporter.get_finished_spans() if s.name.startswith("memory.")]
+    assert len(ours) == 10_000
+    ours.sort(key=lambda s: s.start_time)
+    assert len({s.context.span_id for s in ours}) == 10_000
+    for s, (op, key, trace_id, t0, t1, parent) in zip(ours, done):
+        assert s.name == f"memory.{op}"
+        assert t0 <= s.start_time <= s.end_time <= t1
+        assert s.context.is_valid and s.context.trace_flags.sampled and not s.context.is_remote
+        if trace_id is not None:
+            assert format(s.context.trace_id, "032x") == trace_id
+        if parent is None:
+            assert s.parent is None
+        else:
+            assert s.parent is not None and s.parent.span_id == parent.span_id
+            assert s.context.trace_id == parent.trace_id
+        attrs = dict(s.attributes)
+        assert attrs["db.system.name"] == "hrm-memory" and attrs["db.operation.name"] == op
+        assert attrs["db.collection.name"] == "t.hot" and attrs["hrm.memory.key"] == key
+        assert attrs["hrm.memory.tier"] == "hot"
+        assert s.resource is provider.resource
+        assert s.instrumentation_scope is not None and s.instrumentation_scope.name == "hrm-memory"
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_a_ratio_sampler_is_honoured(root: Path, deferred: bool) -> None:
+    """TraceIdRatioBased keeps exactly the traces whose id is below its bound,
+    whichever thread asks it."""
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+    sampler = TraceIdRatioBased(0.3)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with MemoryManager(root, tracer_provider=provider, deferred_spans=deferred) as mm:
+        returned = {mm.write("altitude.patterns", f"k{i}", i) for i in range(2_000)}
+    provider.force_flush()
+    mask = (1 << 64) - 1
+    expected = {t for t in returned if int(t, 16) & mask < sampler.bound}
+    got = {format(s.context.trace_id, "032x") for s in exporter.get_finished_spans()}
+    assert got == expected
+    assert 300 < len(got) < 900  # 30% of 2,000, give or take
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("sampler_kind", ["default", "parent-ratio"])
+@pytest.mark.parametrize("parent_sampled", [True, False])
+def test_a_remote_parents_sampled_flag_is_honoured(root: Path, sampler_kind: str, parent_sampled: bool) -> None:
+    from opentelemetry import context, trace
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    exporter = InMemorySpanExporter()
+    kw: dict[str, Any] = {} if sampler_kind == "default" else {"sampler": ParentBased(TraceIdRatioBased(0.5))}
+    provider = TracerProvider(**kw)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    flags = trace.TraceFlags(trace.TraceFlags.SAMPLED if parent_sampled else trace.TraceFlags.DEFAULT)
+    state = trace.TraceState([("vendor", "v1")])
+    remote = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=flags, trace_state=state)
+    with MemoryManager(root, tracer_provider=provider) as mm:
+        token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+        try:
+            ids = {mm.write("altitude.patterns", f"k{i}", i) for i in range(200)}
+            mm.read("altitude.patterns", "k1")
+        finally:
+            context.detach(token)
+    provider.force_flush()
+    found = exporter.get_finished_spans()
+    assert ids == {format(0xABC, "032x")}
+    if not parent_sampled:
+        assert found == ()
+        return
+    assert len(found) == 201
+    for s in found:
+        assert s.parent == remote and s.context.trace_id == 0xABC
+        assert s.context.trace_state == state  # carried from the parent
+    provider.shutdown()
+
+
+def test_record_only_decisions_reach_on_end_unsampled(root: Path) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+    class RecordOnly(Sampler):
+        def should_sample(self, parent_context: Any, trace_id: int, name: str, kind: Any = None,
+                          attributes: Any = None, links: Any = None, trace_state: Any = None) -> SamplingResult:
+            if name == "memory.read":
+                return SamplingResult(Decision.DROP)
+            return SamplingResult(Decision.RECORD_ONLY, {"sampler.says": "keep"})
+
+        def get_description(self) -> str:
+            return "RecordOnly"
+
+    class Collect(SpanProcessor):
+        def __init__(self) -> None:
+            self.ended: list[Any] = []
+
+        def on_end(self, span: Any) -> None:
+            self.ended.append(span)
+
+    collect = Collect()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=RecordOnly())
+    provider.add_span_processor(collect)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with MemoryManager(root, tracer_provider=provider) as mm:
+        mm.write("altitude.patterns", "k", 1)
+        mm.read("altitude.patterns", "k")
+    provider.force_flush()
+    assert [s.name for s in collect.ended] == ["memory.write"]
+    span = collect.ended[0]
+    assert not span.context.trace_flags.sampled
+    assert span.attributes["sampler.says"] == "keep" and span.attributes["hrm.memory.key"] == "k"
+    assert exporter.get_finished_spans() == ()  # an exporter sees sampled spans only
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("ending", ["exit", "close", "close-and-shutdown"])
+def test_spans_of_a_short_process_are_not_lost(tmp_path: Path, ending: str) -> None:
+    """A process that writes and ends at once (no flush of its own): every
+    span reaches the batch processor's exporter."""
+    import subprocess
+    import sys
+
+    code = f"""
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from hrm_memory import MemoryManager, NamespaceSpec
+
+class Count(SpanExporter):
+    n = 0
+    def export(self, spans):
+        Count.n += len(spans)
+        return SpanExportResult.SUCCESS
+    def shutdown(self):
+        print("exported", Count.n, flush=True)
+
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(Count()))
+mm = MemoryManager({str(tmp_path / "store")!r}, tracer_provider=provider,
+                   namespaces=[NamespaceSpec("t.hot", tier="hot")])
+for i in range(3000):
+    mm.write("t.hot", f"k{{i}}", i)
+    mm.read("t.hot", f"k{{i}}")
+if {ending!r} != "exit":
+    mm.close()
+if {ending!r} == "close-and-shutdown":
+    provider.shutdown()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "exported 6000"

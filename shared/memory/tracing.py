@@ -9,16 +9,34 @@ Three paths, chosen per provider:
 - **No SDK** (the API's placeholder provider): no span object is made at all;
   the cost is one attribute read and one type check.
 - **OpenTelemetry SDK** (``opentelemetry.sdk.trace.TracerProvider``): the
-  *deferred* path. On the caller's thread an operation records only what a
-  span is made of: its ids (from the provider's id generator), its parent
-  (the caller's current span), start and end times and attributes. A drainer
-  thread later turns each record into a real SDK span (``ReadableSpan``) and
-  hands it to the provider's sampler and span processors, the same objects
-  the SDK's own spans go through, so exporters see ordinary spans with correct
-  ids, parents and timestamps. ``provider.force_flush()``, ``shutdown()``,
-  :func:`flush` and ``MemoryManager.close()`` drain what is pending first.
-  Processors' ``on_start`` is not called for these spans (it would have to run
-  on the hot path).
+  *deferred* path. On the caller's thread an operation records only what
+  differs from one span to the next: its parent (the caller's current span,
+  read straight from OpenTelemetry's context variable), start and end times,
+  namespace, key and the operation's own attributes, as one tuple appended to
+  a list. A drainer thread later turns each record into a real SDK span
+  (``ReadableSpan``) and hands it to the provider's sampler and span
+  processors (``on_end``), the same objects the SDK's own spans go through,
+  so exporters see ordinary spans with correct ids, parents, timestamps and
+  attributes. What a span of ours does not need is not made (issue 13): the
+  span id, and the trace id of a root span, come from the provider's id
+  generator on the drainer (a trace id on the caller only when ``write``
+  returns it); the constant attributes are one cached dict per operation;
+  attributes are few, short and bounded by construction (keys cut at 256
+  characters), so they are not wrapped in ``BoundedAttributes``; the
+  ``SpanContext`` and ``ReadableSpan`` are filled in without their
+  constructors' argument checks (checked once, at import, to build the same
+  objects; else the constructors are used); the provider's multi-processor
+  is bypassed (each processor's ``on_end`` is called directly). A sampler
+  other than the default is asked per span, with the caller's parent
+  (``TraceIdRatioBased``, ``ParentBased``...: its decision, attributes and
+  trace state are honoured; ``RECORD_ONLY`` spans reach ``on_end`` not
+  sampled). ``provider.force_flush()``, ``shutdown()``, :func:`flush`,
+  ``MemoryManager.close()`` and interpreter exit drain what is pending first.
+  Processors' ``on_start`` is **not** called for these spans: it would have to
+  run on the caller's thread with a mutable span (the SDK's full cost, about
+  10x ours). A deployment whose processor needs ``on_start`` (one that adds
+  attributes from baggage, say) passes ``deferred_spans=False`` to
+  ``MemoryManager``: the SDK's own spans, on the caller's thread.
 - **Any other provider**: ordinary ``start_span`` / ``end`` through the API.
 
 Attribute names follow OpenTelemetry's database conventions where one exists
@@ -57,12 +75,23 @@ try:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-    from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
 
     _DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
     SdkTracerProvider = None  # type: ignore[assignment,misc]
+
+try:  # the caller's context, read without the API's three calls
+    from opentelemetry.context import _RUNTIME_CONTEXT
+    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+    from opentelemetry.trace.propagation import _SPAN_KEY
+
+    _context_var_get: Callable[[], Any] | None = (
+        _RUNTIME_CONTEXT._current_context.get if type(_RUNTIME_CONTEXT) is ContextVarsRuntimeContext else None
+    )
+except (ImportError, AttributeError):  # pragma: no cover - another API version
+    _context_var_get = None
 
 _current_span = trace.get_current_span
 _time_ns = time.time_ns
@@ -127,39 +156,168 @@ class _ApiSpan(OpSpan):
         self.span.end()
 
 
-class _DeferredSpan(OpSpan):
-    __slots__ = ("rec", "tid", "sid", "parent", "start", "attrs", "name")
+def _caller_parent() -> trace.SpanContext | None:
+    """The caller's current span context if valid, else None (a root span)."""
+    ctx = _current_span().get_span_context()
+    return ctx if ctx.is_valid else None
 
-    def __init__(self, rec: _Recorder, name: str, attrs: dict[str, Any]) -> None:
-        parent = _current_span().get_span_context()
+
+class _DeferredSpan(OpSpan):
+    """What the caller's thread records of one span; the drainer finishes it."""
+
+    __slots__ = ("rec", "op", "ns", "key", "parent", "tid", "start", "stop", "attrs", "status")
+
+    def __init__(self, rec: _Recorder, op: tuple[str, dict[str, Any]], ns: str | None, key: str | None) -> None:
         self.rec = rec
-        self.name = name
-        self.attrs = attrs
-        self.parent: trace.SpanContext | None
-        if parent.is_valid:
-            self.parent = parent
-            self.tid = parent.trace_id
+        self.op = op
+        self.ns = ns
+        self.key = key
+        get = _context_var_get
+        if get is not None:
+            current = get().get(_SPAN_KEY)
+            if current is None:  # nothing current: a root span (the usual case)
+                self.parent = None
+                self.tid = 0
+            else:
+                parent = current.get_span_context() if isinstance(current, trace.Span) else None
+                ok = parent is not None and parent.is_valid
+                self.parent = parent if ok else None
+                self.tid = parent.trace_id if ok else 0  # type: ignore[union-attr]
         else:
-            self.parent = None
-            self.tid = rec.new_trace_id()
-        self.sid = rec.new_span_id()
+            self.parent = _caller_parent()
+            self.tid = 0 if self.parent is None else self.parent.trace_id
         self.start = _time_ns()
 
     @property
     def trace_id(self) -> str:
-        # Formatted on demand: only write() hands it out.
-        return format(self.tid, "032x")
+        # A root span's trace id is made when asked for (write() returns it),
+        # else on the drainer.
+        tid = self.tid
+        if not tid:
+            tid = self.tid = self.rec.new_trace_id()
+        return format(tid, "032x")
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         end = _time_ns()
-        if attrs:
-            self.attrs.update(attrs)
-        status = _OK
+        status = None
         if exc is not None:
-            self.attrs["error.type"] = type(exc).__qualname__
+            attrs = {**attrs} if attrs else {}
+            attrs["error.type"] = type(exc).__qualname__
             status = Status(StatusCode.ERROR, type(exc).__qualname__)
-        self.rec.pending.append((self.name, self.tid, self.sid, self.parent, self.start, end, self.attrs, status))
-        self.rec.wake()
+        self.stop = end
+        self.attrs = attrs
+        self.status = status
+        rec = self.rec
+        rec.pending.append(self)  # the span is its own record: one object kept, not two
+        if rec.thread is None:
+            rec.wake()
+
+
+# -- filling in SDK objects without their constructors' checks -------------------------
+#
+# A SpanContext is a tuple (trace id, span id, remote, flags, state, valid);
+# a ReadableSpan is its __init__'s thirteen attributes. Ours are valid by
+# construction, so the checks and the keyword-argument call (about 17,000
+# instructions a span, of ~30,000 for the drainer's whole work on a span) are
+# skipped. Both shortcuts are checked against the constructors at import; if
+# an SDK version lays them out differently, the constructors are used.
+
+_tuple_new = tuple.__new__
+
+
+def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
+    return _tuple_new(trace.SpanContext, (tid, sid, False, flags, state, True))
+
+
+def _slow_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
+    return trace.SpanContext(tid, sid, is_remote=False, trace_flags=flags, trace_state=state)
+
+
+_SPAN_FIELDS = (
+    "_name",
+    "_context",
+    "_kind",
+    "_instrumentation_info",
+    "_instrumentation_scope",
+    "_parent",
+    "_start_time",
+    "_end_time",
+    "_attributes",
+    "_events",
+    "_links",
+    "_resource",
+    "_status",
+)
+
+
+def _fast_span(
+    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
+) -> Any:
+    span = _object_new(ReadableSpan)
+    span.__dict__ = {
+        "_name": name,
+        "_context": ctx,
+        "_kind": _INTERNAL,
+        "_instrumentation_info": None,
+        "_instrumentation_scope": scope,
+        "_parent": parent,
+        "_start_time": start,
+        "_end_time": end,
+        "_attributes": attrs,
+        "_events": (),
+        "_links": (),
+        "_resource": resource,
+        "_status": status,
+    }
+    return span
+
+
+def _slow_span(
+    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
+) -> Any:
+    return ReadableSpan(
+        name=name,
+        context=ctx,
+        parent=parent,
+        resource=resource,
+        attributes=attrs,
+        kind=trace.SpanKind.INTERNAL,
+        status=status,
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=scope,
+    )
+
+
+_object_new = object.__new__
+_INTERNAL = trace.SpanKind.INTERNAL
+_SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+_NOT_SAMPLED = trace.TraceFlags(trace.TraceFlags.DEFAULT)
+_DEFAULT_STATE = trace.DEFAULT_TRACE_STATE
+_make_context: Callable[..., trace.SpanContext] = _slow_context
+_make_span: Callable[..., Any] = _slow_span
+
+
+def _check_shortcuts() -> None:
+    """Use the shortcuts only if they build what the constructors build."""
+    global _make_context, _make_span
+    try:
+        a = _fast_context(3, 5, _SAMPLED, _DEFAULT_STATE)
+        b = _slow_context(3, 5, _SAMPLED, _DEFAULT_STATE)
+        if a == b and type(a) is type(b) and (a.trace_id, a.span_id, a.is_valid, a.is_remote) == (3, 5, True, False):
+            _make_context = _fast_context
+        args = ("n", b, None, None, {"a": 1}, _OK, 1, 2, None)
+        fast, slow = _fast_span(*args), _slow_span(*args)
+        if set(vars(fast)) == set(vars(slow)) == set(_SPAN_FIELDS) and all(
+            getattr(fast, f) is getattr(slow, f) for f in ("_name", "_context", "_kind", "_attributes", "_status")
+        ):
+            _make_span = _fast_span
+    except Exception:  # noqa: BLE001 - keep the constructors
+        pass
+
+
+if SdkTracerProvider is not None:
+    _check_shortcuts()
 
 
 class _Recorder:
@@ -171,7 +329,7 @@ class _Recorder:
 
     def __init__(self, provider: Any) -> None:
         self.provider = provider
-        self.pending: list[tuple[Any, ...]] = []
+        self.pending: list[_DeferredSpan] = []
         self.lock = threading.Lock()
         self.draining = threading.RLock()  # re-entrant: a processor may force_flush from on_end
         self.thread: threading.Thread | None = None
@@ -236,49 +394,75 @@ class _Recorder:
         if not batch:
             return 0
         provider = self.provider
-        processor = provider._active_span_processor
+        downstream = [p for p in provider._active_span_processor._span_processors if not isinstance(p, _DrainHook)]
+        on_ends = [p.on_end for p in downstream]
+        only = on_ends[0] if len(on_ends) == 1 else None
         sampler = provider.sampler
         resource = provider.resource
         scope = self.scope
+        new_trace_id = self.new_trace_id
+        new_span_id = self.new_span_id
+        make_context = _make_context
+        make_span = _make_span
         # The SDK's default sampler decides from the parent alone; skip the
         # call (and the context it needs) in that case.
         default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
-        sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        last_parent: Any = None
+        parent_ctx: Any = None
         for i in range(0, len(batch), self.CHUNK):
-            for name, tid, sid, parent, start, end, attrs, status in batch[i : i + self.CHUNK]:
-                _resolve(attrs)
-                trace_state = parent.trace_state if parent else None
+            for rec in batch[i : i + self.CHUNK]:
+                name, const = rec.op
+                ns = rec.ns
+                key = rec.key
+                attrs = rec.attrs
+                parent = rec.parent
+                tid = rec.tid
+                a = const.copy()
+                if ns is not None:
+                    a["db.collection.name"] = ns
+                if key is not None:
+                    a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
+                if attrs:
+                    a.update(attrs)
+                    saved = a.get("hrm.memory.tokens_saved")
+                    if type(saved) is TokensSaved:
+                        a["hrm.memory.tokens_saved"] = saved.value()
+                if not tid:
+                    tid = new_trace_id()
+                flags = _SAMPLED
                 if default_sampler:
-                    if parent is not None and not parent.trace_flags.sampled:
+                    if parent is None:
+                        state = _DEFAULT_STATE
+                    elif parent.trace_flags.sampled:
+                        state = parent.trace_state
+                    else:
                         continue
                 else:
-                    parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
-                    result = sampler.should_sample(parent_ctx, tid, name, trace.SpanKind.INTERNAL, attrs)
-                    if result.decision is not Decision.RECORD_AND_SAMPLE:
+                    if parent is not last_parent:
+                        last_parent = parent
+                        parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
+                    result = sampler.should_sample(parent_ctx, tid, name, _INTERNAL, a)
+                    decision = result.decision
+                    if not decision.is_recording():
                         continue
+                    if not decision.is_sampled():
+                        flags = _NOT_SAMPLED
                     if result.attributes:
-                        attrs = {**attrs, **result.attributes}
-                    trace_state = result.trace_state
-                span_ctx = trace.SpanContext(tid, sid, is_remote=False, trace_flags=sampled, trace_state=trace_state)
-                processor.on_end(
-                    ReadableSpan(
-                        name=name,
-                        context=span_ctx,
-                        parent=parent,
-                        resource=resource,
-                        attributes=attrs,
-                        kind=trace.SpanKind.INTERNAL,
-                        status=status,
-                        start_time=start,
-                        end_time=end,
-                        instrumentation_scope=scope,
-                    )
-                )
+                        a.update(result.attributes)
+                    state = result.trace_state or _DEFAULT_STATE
+                span = make_span(
+                    name, make_context(tid, new_span_id(), flags, state), parent, resource, a,
+                    rec.status or _OK, rec.start, rec.stop, scope,
+                )  # fmt: skip
+                if only is not None:
+                    only(span)
+                else:
+                    for on_end in on_ends:
+                        on_end(span)
             # Hand each chunk on before taking the next: a batch processor
             # has a bounded queue and would drop what it cannot hold.
-            for downstream in processor._span_processors:
-                if not isinstance(downstream, _DrainHook):
-                    downstream.force_flush()
+            for p in downstream:
+                p.force_flush()
         return len(batch)
 
 
@@ -350,7 +534,7 @@ _ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PR
 class Tracing:
     """Per-manager access to the right path for the current provider."""
 
-    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "deferred", "idle_when", "system")
+    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "_ops", "deferred", "idle_when", "system")
 
     def __init__(
         self, provider: trace.TracerProvider | None = None, *, deferred: bool = True, system: str | None = None
@@ -362,6 +546,8 @@ class Tracing:
         self._mode = 0  # 0 off, 1 api, 2 deferred
         self._tracer: trace.Tracer | None = None
         self._recorder: _Recorder | None = None
+        #: Per operation: the span's name and its constant attributes.
+        self._ops: dict[str, tuple[str, dict[str, Any]]] = {}
         self.deferred = deferred
         #: While ``otel_api._TRACER_PROVIDER is idle_when``, :meth:`start`
         #: would return None: the pipeline checks this instead of calling it
@@ -405,14 +591,22 @@ class Tracing:
         mode = self._mode
         if mode == 0:
             return None
+        if mode == 2:
+            # The drainer builds the attributes: here only what varies.
+            info = self._ops.get(op)
+            if info is None:
+                info = self._ops[op] = ("memory." + op, {"db.system.name": self.system, "db.operation.name": op})
+            if type(namespace) is not str and namespace is not None:
+                namespace = repr(namespace)[:200]
+            if type(key) is not str and key is not None:
+                key = repr(key)[:200]
+            assert self._recorder is not None
+            return _DeferredSpan(self._recorder, info, namespace, key)
         attrs: dict[str, Any] = {"db.system.name": self.system, "db.operation.name": op}
         if namespace is not None:
             attrs["db.collection.name"] = namespace if type(namespace) is str else repr(namespace)[:200]
         if key is not None:
             attrs["hrm.memory.key"] = (key if len(key) <= 256 else key[:256] + "...") if type(key) is str else repr(key)[:200]
-        if mode == 2:
-            assert self._recorder is not None
-            return _DeferredSpan(self._recorder, "memory." + op, attrs)
         assert self._tracer is not None
         return _ApiSpan(self._tracer.start_span("memory." + op, kind=trace.SpanKind.INTERNAL, attributes=attrs))
 
