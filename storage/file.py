@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
+from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT, RECOVER
 from hrm_memory.errors import CorruptRecord, MemoryStoreError, StorageError
 from hrm_memory.records import Finding, Stored
 
@@ -75,6 +75,11 @@ class FileBackend:
         self.warm = WarmTier(self.root, locks=self.locks, durability=durability, cache=self.cache)
         self.cold = ColdTier(self.root, durability=durability)
         self.changes = FileChangeLog(self.root) if signal_log else None
+        if self.changes is not None:
+            # A dead writer's last commits may have no log entry of their
+            # own: say which namespaces, for derived data (the recall index).
+            for namespace in sorted(self.warm.recovered):
+                self.changes.append(RECOVER, namespace, "", 0, "0" * 32)
         self._meta = self.root / "meta" / "namespaces.json"
         self._meta_stamp: object = _UNREAD
         self._meta_gen = -1

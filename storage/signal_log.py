@@ -53,7 +53,7 @@ SEGMENT_BYTES = 256 * 1024
 KEEP_SEGMENTS = 4
 MAX_AGE_SECONDS = 24 * 3600.0
 
-_OP_CODE = {"write": "w", "delete": "d", "archive": "a"}
+_OP_CODE = {"write": "w", "delete": "d", "archive": "a", "recover": "r"}
 _OP_NAME = {v: k for k, v in _OP_CODE.items()}
 _NO_TRACE = "0" * 32
 

@@ -124,6 +124,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         self._run_file: Path | None = None
         self._touched: set[str] = set()
         self.closed = False
+        self.recovered: set[str] = set()
         self._recover_dead_writers()
 
     # -- buckets -----------------------------------------------------------

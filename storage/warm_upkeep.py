@@ -117,6 +117,7 @@ class WarmUpkeep:
     fsync: bool
     _run_file: Path | None
     _touched: set[str]
+    recovered: set[str]
 
     if TYPE_CHECKING:
 
@@ -388,13 +389,16 @@ class WarmUpkeep:
 
     def _recover_dead_writers(self) -> None:
         """Repair torn tails left by writer processes that died (SIGKILL, power
-        loss). Costs one directory listing when nothing crashed."""
+        loss). Costs one directory listing when nothing crashed. The
+        namespaces such a writer touched are left in ``recovered`` (the
+        backend logs them: see ``RECOVER``)."""
         for pid_text, path, rels in self._writer_notes(alive=False):
             if rels is None:
                 continue
             ok = True
             for rel in set(rels):
                 namespace, _, fname = rel.partition("/")
+                self.recovered.add(namespace)
                 try:
                     idx = int(fname[:2], 16)
                 except ValueError:

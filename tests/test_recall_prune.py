@@ -25,3 +25,33 @@ def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> N
         assert index.selective(["zq7x"]) == ["zq7x"]  # a rare word alone is kept
         assert index.selective(["walked"]) == []  # a word in every document ranks nothing
         assert mm.recall("walking", namespaces="t.notes") == []
+
+
+CHILD_COMMITS_THEN_DIES = """
+import os, signal, sys, time
+from hrm_memory import MemoryManager
+mm = MemoryManager(sys.argv[1], durability="flush")
+mm.write("focus.notes", "a", "a zqdead note")  # logged
+pipe = mm._pipeline
+data, _ = pipe._encode(pipe.spec("focus.notes"), "b", "b zqdead note")
+pipe.backend.put("focus.notes", "b", data, time.time_ns() // 1000)  # committed, then killed before its log entry
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_killed_between_commit_and_log_is_caught_up_through_a_recover_entry(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "s"
+    with MemoryManager(root, durability="flush") as long_lived:
+        long_lived.write("focus.notes", "z", "z zqdead note")
+        assert {h.key for h in long_lived.recall("zqdead")} == {"z"}
+        before = long_lived.cursor()
+        child = subprocess.run([sys.executable, "-c", CHILD_COMMITS_THEN_DIES, str(root)], capture_output=True)
+        assert child.returncode == -9, child.stderr
+        with MemoryManager(root, durability="flush") as fresh:  # its open finds the dead writer's note
+            assert {h.key for h in fresh.recall("zqdead")} == {"a", "b", "z"}
+        events, _ = long_lived.events_since(before)  # the recover entry is for derived data only
+        assert [(e.op, e.key) for e in events] == [("write", "a")]
+        assert {h.key for h in long_lived.recall("zqdead")} == {"a", "b", "z"}

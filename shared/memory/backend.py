@@ -30,6 +30,10 @@ PERSISTENT = "persistent"
 CROSS_PROCESS = "cross_process"
 #: Records past their TTL can move to an archive and still be read.
 ARCHIVE = "archive"
+#: A change-log entry (op) saying that a writer of ``namespace`` died and that
+#: its last commits may have no entry of their own: derived data (the recall
+#: index) looks at that namespace again. Never delivered to subscribers.
+RECOVER = "recover"
 
 
 class ChangeLog(Protocol):
@@ -178,4 +182,4 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["ARCHIVE", "CROSS_PROCESS", "PERSISTENT", "Backend", "ChangeLog", "HotStore"]
+__all__ = ["ARCHIVE", "CROSS_PROCESS", "PERSISTENT", "RECOVER", "Backend", "ChangeLog", "HotStore"]

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .backend import ChangeLog
+from .backend import RECOVER, ChangeLog
 from .errors import CursorExpired
 from .records import Event
 
@@ -56,6 +56,8 @@ class Subscription:
         call(self, event)
 
     def matches(self, event: Event) -> bool:
+        if event.op == RECOVER:
+            return False  # a note for derived data, not a change
         return fnmatch.fnmatchcase(event.namespace, self.namespace) and (
             self.key == "*" or fnmatch.fnmatchcase(event.key, self.key)
         )

@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from . import recall_text as rt
+from .backend import RECOVER
 from .errors import CursorExpired, InvalidArgument, InvalidCursor
 from .filters import compile_where
 from .ops import RecallOp
@@ -238,7 +239,12 @@ class Recalling(Steps):
                             # declared by another process since: load it before its
                             # events are filtered, or they are skipped for good
                             self._load_declared()
-                        pending.update((e.namespace, e.key) for e in events if e.namespace in self.bus.indexed)
+                        indexed_now = self.bus.indexed
+                        pending.update((e.namespace, e.key) for e in events
+                                       if e.namespace in indexed_now and e.op != RECOVER)
+                        # A writer died: its last commits may have no entry; look again.
+                        dead = {e.namespace for e in events if e.op == RECOVER}
+                        pending.update(self._rebuild([s for s in indexed if s.name in dead], full=False))
                 except (CursorExpired, InvalidCursor):
                     start = None
             if start is None:
@@ -247,7 +253,8 @@ class Recalling(Steps):
                 self._reconciled = True
             if end is not None and end != start:
                 meta = {"cursor": end}
-        if not self._reconciled and disk is not None:
+        if not self._reconciled and disk is not None and changes is None:
+            # No change log: other processes' writes are seen once per process.
             pending.update(self._rebuild(indexed, full=False))
             self._reconciled = True
         if pending or meta:
