@@ -12,6 +12,23 @@ small and the tracing cost shows). For each mode: the caller's time per op
 total, minus the ``no-sdk`` baseline. Exporter: a no-op exporter that counts.
 
 usage: python -m benchmarks.bench_tracing [--n 100000] [--reps 3]
+
+Instruction counts (issue 13; wall-clock timings on a loaded 2-vCPU VM are
+noise): ``--instructions`` runs each case under ``valgrind --tool=callgrind``
+(every thread counted, the drainer's and the batch processor's included) and
+reports (instructions with N ops - instructions with 0 ops) / N, for
+
+- ``none``: no SDK; ``langgraph``: LangGraph ``InMemoryStore.get``/``put``;
+- ``batch``: SDK + ``BatchSpanProcessor`` to an exporter that discards;
+- ``simple``: SDK + ``SimpleSpanProcessor`` + ``InMemorySpanExporter``;
+
+each as *total* (the loop, then ``provider.force_flush()``) and *caller*
+(the loop only: the drainer thread is not started and the pending records
+are dropped, so this is the caller's thread alone). ``--base-tracing FILE``
+loads another ``tracing.py`` (say ``git show REV:shared/memory/tracing.py``)
+in place of this checkout's, for before/after figures:
+
+    python -m benchmarks.bench_tracing --instructions [--n 5000] [--base-tracing /tmp/tracing_before.py]
 """
 
 from __future__ import annotations
@@ -81,11 +98,133 @@ def run_mode(mode: str, n: int) -> dict[str, float]:
     return out
 
 
+# -- instruction counts (callgrind) --------------------------------------------------------
+
+VALUE = {"topic": "patent_file", "status": "pending", "detail": "x" * 120, "n": 3, "s": 0.8}
+
+
+def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: str | None) -> None:
+    """One measured process: 100 keys written, then ``n`` reads or writes."""
+    import sys
+
+    if base_tracing:  # another revision's tracing module, before hrm_memory imports it
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("hrm_memory.tracing", base_tracing)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["hrm_memory.tracing"] = module
+        spec.loader.exec_module(module)
+    keys = [f"k{i % 100}" for i in range(n)]
+    if mode == "langgraph":
+        from langgraph.store.memory import InMemoryStore
+
+        store = InMemoryStore()
+        ns = ("bench", "hot")
+        for i in range(100):
+            store.put(ns, f"k{i}", VALUE)
+        if op == "read":
+            for k in keys:
+                store.get(ns, k)
+        else:
+            for k in keys:
+                store.put(ns, k, VALUE)
+        return
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from hrm_memory import tracing
+
+    provider = None
+    if mode != "none":
+        provider = TracerProvider()
+        if mode == "batch":
+            provider.add_span_processor(BatchSpanProcessor(CountingExporter()))
+        else:
+            provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    if caller_only:
+        tracing._Recorder.wake = lambda self: None  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as root:
+        mm = MemoryManager(root, namespaces=[NamespaceSpec("bench.hot", tier="hot")], tracer_provider=provider)
+        for i in range(100):
+            mm.write("bench.hot", f"k{i}", VALUE)
+            mm.read("bench.hot", f"k{i}")
+        if provider:
+            provider.force_flush()
+        if op == "read":
+            read = mm.read
+            for k in keys:
+                read("bench.hot", k)
+        else:
+            write = mm.write
+            for k in keys:
+                write("bench.hot", k, VALUE)
+        if caller_only:
+            for rec in list(tracing._recorders.values()):
+                rec.pending.clear()
+        elif provider:
+            provider.force_flush()
+        mm.close()
+    if provider:
+        provider.shutdown()
+
+
+def _instructions(args: list[str]) -> int:
+    import re
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
+         "benchmarks.bench_tracing", "--worker", *args],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    assert found, done.stderr[-2000:]
+    return int(found.group(1))
+
+
+def instructions_table(n: int, base_tracing: str | None) -> str:
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = [base_tracing] if base_tracing else []
+    cases = [("none", "total"), ("langgraph", "total")]
+    cases += [(m, c) for m in ("batch", "simple") for c in ("caller", "total")]
+    with ThreadPoolExecutor(2) as pool:
+        jobs = {
+            (mode, part, op, k): pool.submit(_instructions, [mode, op, str(k), part, *base])
+            for mode, part in cases
+            for op in ("read", "write")
+            for k in (0, n)
+        }
+        per = {key[:3]: (jobs[key].result() - jobs[(*key[:3], 0)].result()) / n for key in jobs if key[3] == n}
+    lines = [
+        f"Instructions per operation (callgrind, all threads; N={n:,}; hot tier, ~206-byte value)",
+        "",
+        "| case | read | read: added vs no SDK | write | write: added vs no SDK |",
+        "|---|---|---|---|---|",
+    ]
+    for mode, part in cases:
+        r, w = per[(mode, part, "read")], per[(mode, part, "write")]
+        label = {"none": "no SDK", "langgraph": "LangGraph InMemoryStore get / put"}.get(mode, f"{mode}: {part}")
+        added = mode not in ("none", "langgraph")
+        ar = f"{r - per[('none', 'total', 'read')]:+,.0f}" if added else ""
+        aw = f"{w - per[('none', 'total', 'write')]:+,.0f}" if added else ""
+        lines.append(f"| {label} | {r:,.0f} | {ar} | {w:,.0f} | {aw} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--instructions", action="store_true", help="callgrind instruction counts instead of timings")
+    ap.add_argument("--base-tracing", help="with --instructions: another tracing.py to load instead")
     args = ap.parse_args(argv)
+    if args.instructions:
+        text = instructions_table(args.n if args.n != 100_000 else 5_000, args.base_tracing)
+        print(text)
+        return text
     modes = ["no-sdk", "sdk-batch", "sdk-batch-deferred"]
     results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(args.reps):
@@ -114,4 +253,10 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        mode, op, n, part = sys.argv[2:6]
+        count_worker(mode, op, int(n), part == "caller", sys.argv[6] if len(sys.argv) > 6 else None)
+    else:
+        main()

@@ -414,3 +414,32 @@ if {ending!r} == "close-and-shutdown":
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
     assert out.strip() == "exported 6000"
+
+
+def test_the_constructor_shortcuts_build_what_the_constructors_build(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcuts are in use with the SDK we test against, and the
+    constructors (used if an SDK lays its objects out otherwise) give the
+    same spans."""
+    from hrm_memory import tracing
+
+    assert tracing._make_context is tracing._fast_context and tracing._make_span is tracing._fast_span
+    got = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(tracing, "_make_context", tracing._slow_context)
+            monkeypatch.setattr(tracing, "_make_span", tracing._slow_span)
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        with MemoryManager(root / str(fast), tracer_provider=provider) as mm:
+            mm.write("altitude.patterns", "k", 1)
+        provider.force_flush()
+        (span,) = exporter.get_finished_spans()
+        got.append(span)
+        provider.shutdown()
+    fast_span, slow_span = got
+    assert type(fast_span) is type(slow_span)
+    assert set(vars(fast_span)) == set(vars(slow_span))
+    assert dict(fast_span.attributes) == dict(slow_span.attributes)
+    assert fast_span.context.is_valid and slow_span.context.is_valid
+    assert fast_span.to_json()  # an exporter's view of it works
