@@ -224,3 +224,25 @@ def test_recall_and_context_on_redis_across_two_hosts(tmp_path: Path) -> None:
         a.delete("shared.people", "bella")
         assert b.recall("competitions") == []
         assert "Bella" not in b.context("altitude", budget=200, now=NOW).text
+
+
+def test_a_repeated_render_is_reused_until_something_indexed_changes(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with MemoryManager(root, durability="flush") as mm, MemoryManager(root, durability="flush") as other:
+        mm.write("altitude.patterns", "p1", {"text": "prefers numbered lists"})
+        first = mm.context("altitude", now=NOW)
+        first.legend["x"] = "mutated by the caller"
+        again = mm.context("altitude", now=NOW + 5)  # same day: the same text
+        assert again.text == first.text and "x" not in again.legend
+        mm.write("altitude.patterns", "p2", {"text": "dislikes long meetings"})
+        assert "dislikes long meetings" in mm.context("altitude", now=NOW).text
+        other.write("shared.people", "bella", {"name": "Bella", "note": "cheer competition"})  # another process
+        assert "Bella" in mm.context("altitude", now=NOW).text
+        mm.delete("altitude.patterns", "p1")
+        assert "prefers numbered lists" not in mm.context("altitude", now=NOW).text
+        mm.consent.grant("preferences")
+        mm.write("learning.patterns", "g", {"text": "gated pattern zqgated"})
+        assert "zqgated" not in mm.context("altitude", now=NOW).text  # learning.* is not altitude's to read
+        assert "zqgated" in mm.context("learning", now=NOW).text
+        mm.consent.revoke("preferences", purge=True)
+        assert "zqgated" not in mm.context("learning", now=NOW).text

@@ -40,7 +40,7 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -86,6 +86,7 @@ FIELD_PREFIX = {"anti_goals": "avoid: ", "open_questions": "open question: "}
 PEOPLE_NAMESPACES = frozenset({"shared.people"})
 PER_NAMESPACE = 20  # newest records read per namespace
 CACHE_RECORDS = 4096  # records whose rendered lines are kept between renders
+RENDERS_KEPT = 32  # whole renders kept while nothing the index sees changes
 PER_FIELD = 40  # entries taken from one field of a record (or one record)
 MAX_ENTRY_TOKENS = 60
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
@@ -152,6 +153,13 @@ class Contexting(Remembering):
         now_s = time.time() if now is None else _epoch(now)
         specs = [s for s in self.registry if s.index and self.readable(hrm, s.name)]
         self.sync_index()
+        # Nothing the index sees has changed since the same render: the same text.
+        day = int(now_s // 86400)  # relative dates change once a day: so may the lines
+        render_key = (hrm, budget, query, None if sections is None else tuple(sections), day, self.index_epoch)
+        renders = self.__dict__.setdefault("_ctx_renders", {})
+        done = renders.get(render_key)
+        if done is not None:
+            return replace(done, legend=dict(done.legend)), _context_attrs(span, done, budget, query)
         entries: list[_Entry] = []
         legend_map: dict[str, str] = {}
         if query:
@@ -159,7 +167,6 @@ class Contexting(Remembering):
                 spec = self._specs[hit.namespace]
                 for text in self._lines(spec, hit.record.value, None, now_s, legend_map):
                     entries.append(_Entry("recalled", text, (i,)))
-        day = int(now_s // 86400)  # relative dates change once a day: so may the cached lines
         cache = self._context_cache
         for spec in specs:
             for key, version, st in self._newest(spec):
@@ -183,10 +190,10 @@ class Contexting(Remembering):
         text, used, figures, omitted, legend = _fill(plan, entries, legend_map, budget)
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
-        attrs = None if span is None else {
-            "hrm.memory.tokens": result.tokens, "hrm.memory.budget": budget, "hrm.memory.omitted": omitted,
-            "hrm.memory.sections": len(figures), "hrm.memory.query": bool(query)}
-        return result, attrs
+        if len(renders) >= RENDERS_KEPT or any(k[5] != self.index_epoch for k in renders):
+            renders.clear()
+        renders[render_key] = result
+        return replace(result, legend=dict(legend)), _context_attrs(span, result, budget, query)
 
     def _recall_for(self, query: str, hrm: str, specs: list[NamespaceSpec]) -> list[Any]:
         if not specs or not rt.query_terms(query):
@@ -267,6 +274,13 @@ class Contexting(Remembering):
         named = isinstance(value, dict) and str(value.get("name", "")).lower() == (key or "").lower()
         labelled = key and not named and isinstance(value, (dict, list)) and len(key) <= 24
         return [f"{key}: {line}" if labelled else line]
+
+
+def _context_attrs(span: OpSpan | None, ctx: Context, budget: int, query: str | None) -> Attrs:
+    if span is None:
+        return None
+    return {"hrm.memory.tokens": ctx.tokens, "hrm.memory.budget": budget, "hrm.memory.omitted": ctx.omitted,
+            "hrm.memory.sections": len(ctx.sections), "hrm.memory.query": bool(query)}
 
 
 def _section_of_kind(kind: str | None) -> str | None:

@@ -220,6 +220,7 @@ class Recalling(Steps):
                 upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
             if upserts or removals or (meta and persisted):
                 index.apply(upserts, removals, meta if persisted else None)
+                self.index_epoch += 1  # what recall and context can see may have changed
                 self._dense_cache.pop(id(index), None)
 
     def sync_index(self) -> None:
@@ -279,6 +280,7 @@ class Recalling(Steps):
         return out
 
     def purge_index(self, namespace: str) -> None:
+        self.index_epoch += 1
         for index in (self.disk_index, self.mem_index):
             if index is not None:
                 index.purge(namespace)

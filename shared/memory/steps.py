@@ -158,6 +158,7 @@ class Steps:
     def refresh_indexed(self) -> None:
         """Tell the event bus which namespaces' changed keys recall must index."""
         self.bus.indexed = frozenset(s.name for s in self.registry if s.index)
+        self.index_epoch = getattr(self, "index_epoch", 0) + 1
 
     def codec(self, spec: NamespaceSpec) -> Codec | None:
         try:
