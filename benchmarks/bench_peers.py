@@ -106,6 +106,21 @@ def _sdk_provider() -> Any:
     return provider
 
 
+def _sdk_batch_provider() -> Any:
+    """An SDK provider with a ``BatchSpanProcessor`` (the usual production
+    set-up) to an exporter that discards the spans (issue 13)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return provider
+
+
 def cases() -> list[Case]:
     hot = partial(HrmStore, tier="hot")
     flush = partial(HrmStore, tier="warm", durability="flush")
@@ -174,6 +189,27 @@ def cases() -> list[Case]:
             partial(hot, tracer_provider=_sdk_provider()),
             "write",
             compare="langgraph.write",
+        ),
+        Case(
+            "hrm.hot_sdk.read",
+            "hrm-memory hot: read, OTel SDK on ³",
+            partial(hot, tracer_provider=_sdk_provider()),
+            "read",
+            compare="langgraph.read",
+        ),
+        Case(
+            "hrm.hot_sdk_batch.write",
+            "hrm-memory hot: write, OTel SDK + batch processor ⁴",
+            partial(hot, tracer_provider=_sdk_batch_provider()),
+            "write",
+            compare="langgraph.write",
+        ),
+        Case(
+            "hrm.hot_sdk_batch.read",
+            "hrm-memory hot: read, OTel SDK + batch processor ⁴",
+            partial(hot, tracer_provider=_sdk_batch_provider()),
+            "read",
+            compare="langgraph.read",
         ),
         Case(
             "hrm.warm_flush_sdk.write",
@@ -368,11 +404,12 @@ def config_from(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
-    p.add_argument("--only", help="run only cases whose id contains this text")
+    p.add_argument("--only", help="run only cases whose id contains this text (or one of these, comma-separated)")
     p.add_argument("--json", type=Path, help="also write the raw results here")
     args = p.parse_args(argv)
     cfg = config_from(args)
-    selected = [c for c in cases() if args.only in c.id] if args.only else None
+    only = args.only.split(",") if args.only else None
+    selected = [c for c in cases() if any(o in c.id for o in only)] if only else None
     results = run(cfg, selected)
     print(table(results))
     print(f"\n¹ fsync per write: N = {cfg.fsync_n:,}")

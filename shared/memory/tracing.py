@@ -646,6 +646,8 @@ def current_trace_id(span: OpSpan | None) -> str:
     span, or 32 zeros (OpenTelemetry's invalid id) when nothing is traced."""
     if span is not None:
         return span.trace_id
+    if _context_var_get is not None and _context_var_get().get(_SPAN_KEY) is None:
+        return INVALID_TRACE_ID  # no current span (the no-SDK write): one lookup, not the API's calls
     ctx = _current_span().get_span_context()
     return format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
 
