@@ -443,3 +443,25 @@ def test_the_constructor_shortcuts_build_what_the_constructors_build(root: Path,
     assert dict(fast_span.attributes) == dict(slow_span.attributes)
     assert fast_span.context.is_valid and slow_span.context.is_valid
     assert fast_span.to_json()  # an exporter's view of it works
+
+
+def test_no_span_lost_when_threads_write_while_the_drainer_drains(root: Path) -> None:
+    import threading
+
+    provider, exporter = _batch_provider()
+    with MemoryManager(root, tracer_provider=provider, namespaces=[NamespaceSpec("t.hot", tier="hot")]) as mm:
+
+        def work(t: int) -> None:
+            for i in range(2_500):
+                mm.write("t.hot", f"t{t}-{i % 50}", i)
+                if i % 500 == 0:
+                    provider.force_flush()  # drains while the other threads append
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    provider.force_flush()
+    assert len(exporter.get_finished_spans()) == 10_000
+    provider.shutdown()

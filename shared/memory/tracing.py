@@ -391,7 +391,12 @@ class _Recorder:
 
     def _drain(self) -> int:
         with self.lock:
-            batch, self.pending = self.pending, []
+            # The list is never replaced: a caller may have loaded
+            # ``rec.pending`` just before this runs and append right after;
+            # its record then stays for the next drain instead of being lost.
+            pending = self.pending
+            batch = pending[:]
+            del pending[: len(batch)]
         if not batch:
             return 0
         provider = self.provider
