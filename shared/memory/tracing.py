@@ -194,7 +194,8 @@ class _DeferredSpan(OpSpan):
         # else on the drainer.
         tid = self.tid
         if not tid:
-            tid = self.tid = self.rec.new_trace_id()
+            bits = self.rec.bits
+            tid = self.tid = (bits(128) or 1) if bits is not None else self.rec.new_trace_id()
         return format(tid, "032x")
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
