@@ -107,14 +107,8 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
     """One measured process: 100 keys written, then ``n`` reads or writes."""
     import sys
 
-    if base_tracing:  # another revision's tracing module, before hrm_memory imports it
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("hrm_memory.tracing", base_tracing)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hrm_memory.tracing"] = module
-        spec.loader.exec_module(module)
+    if base_tracing:  # loaded by _SWAP before hrm_memory was first imported
+        assert sys.modules["hrm_memory.tracing"].__file__ == base_tracing, "the base tracing module is not in use"
     keys = [f"k{i % 100}" for i in range(n)]
     if mode == "langgraph":
         from langgraph.store.memory import InMemoryStore
@@ -169,14 +163,29 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
         provider.shutdown()
 
 
+# Run as ``python -c``: another tracing.py takes the place of hrm_memory.tracing
+# before anything imports hrm_memory (this module does, at its top).
+_SWAP = """
+import importlib.util, runpy, sys
+base = sys.argv[-1]
+if base.endswith(".py"):
+    spec = importlib.util.spec_from_file_location("hrm_memory.tracing", base)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hrm_memory.tracing"] = module
+    spec.loader.exec_module(module)
+sys.argv = ["bench_tracing", *sys.argv[1:]]
+runpy.run_module("benchmarks.bench_tracing", run_name="__main__")
+"""
+
+
 def _instructions(args: list[str]) -> int:
     import re
     import subprocess
     import sys
 
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
-         "benchmarks.bench_tracing", "--worker", *args],
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", _SWAP,
+         "--worker", *args],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", done.stderr)
