@@ -361,6 +361,10 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
             except OSError as exc:
                 raise storage_error(exc, "write", b.path) from None
             end = os.lseek(fd, 0, os.SEEK_CUR)
+            # Looked at under the gate: no compaction can run now, so a file
+            # already renamed away means our line went to the old inode, lost;
+            # one renamed after we let go has our line copied in.
+            orphaned = not self.locks.cross_process and os.fstat(fd).st_nlink == 0
         if n != len(line):
             # A short write (disk full) leaves a torn line: cut it off again so
             # that the next record starts clean, then report the failure. Only
@@ -377,11 +381,12 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
                 os.fdatasync(fd)
             except OSError as exc:
                 raise storage_error(exc, "fsync", b.path) from None
-        if not self.locks.cross_process and os.fstat(fd).st_nlink == 0:
-            # Another process compacted this bucket while we appended (the
-            # file we wrote to was renamed away): the compaction may not have
-            # copied our line. Write it again into the new file; a copy that
-            # did arrive is the same record, and applying it twice is harmless.
+        if orphaned:
+            # Another process compacted this bucket before we wrote (our fd
+            # was still on the file it renamed away): write the line again
+            # into the new file. (Re-appending after a compaction that did copy
+            # it put an old line after newer ones: a stale read, and what
+            # check() reports as replayed.)
             self._reload(b)
             return self._append(namespace, b, line)
         start = end - len(line)
