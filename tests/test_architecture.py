@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.backend": 0,
     "hrm_memory.events": 0,
     "hrm_memory.tracing": 0,
+    "hrm_memory.tracing_sdk": 0,
     "hrm_memory.tokens": 0,
     "hrm_memory.textfmt": 0,
     "hrm_memory.steps": 0,

@@ -59,6 +59,19 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
+from .tracing_sdk import (
+    _DEFAULT_STATE,
+    _INTERNAL,
+    _NOT_SAMPLED,
+    _SAMPLED,
+    _fast_context,
+    _fast_span,
+    _make_context,
+    _make_span,
+    _object_new,
+    _tuple_new,
+)
+
 INVALID_TRACE_ID = "0" * 32
 _NOOP_PROVIDERS = (ProxyTracerProvider, trace.NoOpTracerProvider)
 _SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
@@ -222,104 +235,6 @@ class _DeferredSpan(OpSpan):
 # instructions a span, of ~30,000 for the drainer's whole work on a span) are
 # skipped. Both shortcuts are checked against the constructors at import; if
 # an SDK version lays them out differently, the constructors are used.
-
-_tuple_new = tuple.__new__
-
-
-def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
-    return _tuple_new(trace.SpanContext, (tid, sid, False, flags, state, True))
-
-
-def _slow_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
-    return trace.SpanContext(tid, sid, is_remote=False, trace_flags=flags, trace_state=state)
-
-
-_SPAN_FIELDS = (
-    "_name",
-    "_context",
-    "_kind",
-    "_instrumentation_info",
-    "_instrumentation_scope",
-    "_parent",
-    "_start_time",
-    "_end_time",
-    "_attributes",
-    "_events",
-    "_links",
-    "_resource",
-    "_status",
-)
-
-
-def _fast_span(
-    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
-) -> Any:
-    span = _object_new(ReadableSpan)
-    span.__dict__ = {
-        "_name": name,
-        "_context": ctx,
-        "_kind": _INTERNAL,
-        "_instrumentation_info": None,
-        "_instrumentation_scope": scope,
-        "_parent": parent,
-        "_start_time": start,
-        "_end_time": end,
-        "_attributes": attrs,
-        "_events": (),
-        "_links": (),
-        "_resource": resource,
-        "_status": status,
-    }
-    return span
-
-
-def _slow_span(
-    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
-) -> Any:
-    return ReadableSpan(
-        name=name,
-        context=ctx,
-        parent=parent,
-        resource=resource,
-        attributes=attrs,
-        kind=trace.SpanKind.INTERNAL,
-        status=status,
-        start_time=start,
-        end_time=end,
-        instrumentation_scope=scope,
-    )
-
-
-_object_new = object.__new__
-_INTERNAL = trace.SpanKind.INTERNAL
-_SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
-_NOT_SAMPLED = trace.TraceFlags(trace.TraceFlags.DEFAULT)
-_DEFAULT_STATE = trace.DEFAULT_TRACE_STATE
-_make_context: Callable[..., trace.SpanContext] = _slow_context
-_make_span: Callable[..., Any] = _slow_span
-
-
-def _check_shortcuts() -> None:
-    """Use the shortcuts only if they build what the constructors build."""
-    global _make_context, _make_span
-    try:
-        a = _fast_context(3, 5, _SAMPLED, _DEFAULT_STATE)
-        b = _slow_context(3, 5, _SAMPLED, _DEFAULT_STATE)
-        if a == b and type(a) is type(b) and (a.trace_id, a.span_id, a.is_valid, a.is_remote) == (3, 5, True, False):
-            _make_context = _fast_context
-        args = ("n", b, None, None, {"a": 1}, _OK, 1, 2, None)
-        fast, slow = _fast_span(*args), _slow_span(*args)
-        if set(vars(fast)) == set(vars(slow)) == set(_SPAN_FIELDS) and all(
-            getattr(fast, f) is getattr(slow, f) for f in ("_name", "_context", "_kind", "_attributes", "_status")
-        ):
-            _make_span = _fast_span
-    except Exception:  # noqa: BLE001 - keep the constructors
-        pass
-
-
-if SdkTracerProvider is not None:
-    _check_shortcuts()
-
 
 class _Recorder:
     """Pending span records of one SDK provider, and the thread that finishes them."""
