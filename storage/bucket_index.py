@@ -50,7 +50,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 
-from .fsutil import FILE_MODE, NOFOLLOW
+from .fsutil import NOFOLLOW, atomic_write
 
 MAGIC = b"HRMi"
 FORMAT = 1
@@ -186,15 +186,7 @@ def encode(keys: list[str], offs: list[int], log_fd: int, log_st: os.stat_result
 def write(path: Path, data: bytes) -> None:
     """Replace the index at ``path`` (temp file and rename, no fsync: it is
     a cache that validates itself)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write(path, data, durable=False)
 
 
 def describe(path: Path) -> tuple[Persisted | None, tuple[int, int, int] | None]:
