@@ -117,14 +117,13 @@ class WarmCheck:
                         fixed=fix,
                     )
                 )
-            misplaced, replayed, current = audit(b.fd, b.size, idx) if b.fd is not None else ([], [], {})
-            if not self.locks.cross_process:
-                # Without locking, two racing update()s can write the same
-                # bytes (same version, value and microsecond stamp), the later
-                # one behind newer versions: a repeat is then no evidence of a
-                # replay. Only a store used with locking=True has versions
-                # that grow along a file, so only there is a repeat reported.
-                replayed, current = [], {}
+            # Without locking, two racing update()s can write the same bytes
+            # (same version, value and microsecond stamp), the later one
+            # behind newer versions: a repeat is then no evidence of a replay.
+            # Only a store used with locking=True has versions that grow along
+            # a file, so only there are repeats looked for.
+            replays = self.locks.cross_process
+            misplaced, replayed, current = audit(b.fd, b.size, idx, replays) if b.fd is not None else ([], [], {})
             for m in misplaced:
                 findings.append(
                     Finding(

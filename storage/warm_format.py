@@ -107,7 +107,9 @@ class Misfit(NamedTuple):
     newest: int  # misplaced: -1; replayed: the highest version of the key before it
 
 
-def audit(fd: int, end: int, idx: int) -> tuple[list[Misfit], list[Misfit], dict[str, tuple[int, bytes]]]:
+def audit(
+    fd: int, end: int, idx: int, replays: bool = True
+) -> tuple[list[Misfit], list[Misfit], dict[str, tuple[int, bytes]]]:
     """``(misplaced, replayed, current)`` for bucket ``idx`` up to ``end``.
 
     *Misplaced*: an intact line whose key hashes to another bucket (a bucket
@@ -116,7 +118,8 @@ def audit(fd: int, end: int, idx: int) -> tuple[list[Misfit], list[Misfit], dict
     an earlier line's of the same key and that repeats an earlier line byte
     for byte: an old line appended again. ``current`` maps each key with a
     replayed line to ``(offset, line)`` of its last line that is not one:
-    the newest legitimate record, which a fix keeps.
+    the newest legitimate record, which a fix keeps. With ``replays=False``
+    only misplaced lines are looked for (and no line is kept in memory).
 
     Why not every lower version: with ``locking=True`` versions of a key
     only grow along a file, but with ``locking=False`` two processes may race
@@ -142,6 +145,8 @@ def audit(fd: int, end: int, idx: int) -> tuple[list[Misfit], list[Misfit], dict
         home = bucket_of(key)
         if home != idx:
             misplaced.append(Misfit(off, len(line), key, version, home, -1))
+            continue
+        if not replays:
             continue
         high = top.get(key, -1)
         if version < high and line in seen:

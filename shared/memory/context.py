@@ -136,6 +136,16 @@ class _Entry:
 class Contexting(Remembering):
     """The ``context`` handler."""
 
+    #: Rendered lines per (namespace, key, version, day), and whole renders
+    #: per (hrm, budget, query, sections, day, index epoch).
+    _ctx_lines: dict[tuple[str, str, int, int], tuple[list[tuple[str, str]], dict[str, str]]]
+    _ctx_renders: dict[tuple[Any, ...], Context]
+
+    def setup_recall(self, *args: Any, **kwargs: Any) -> None:
+        super().setup_recall(*args, **kwargs)
+        self._ctx_lines = {}
+        self._ctx_renders = {}
+
     def _context(self, op: ContextOp, scope: str | None, span: OpSpan | None) -> tuple[Context, Attrs]:
         hrm, budget, query, sections, now = op
         if scope is not None and hrm != scope:
@@ -156,7 +166,7 @@ class Contexting(Remembering):
         # Nothing the index sees has changed since the same render: the same text.
         day = int(now_s // 86400)  # relative dates change once a day: so may the lines
         render_key = (hrm, budget, query, None if sections is None else tuple(sections), day, self.index_epoch)
-        renders = self.__dict__.setdefault("_ctx_renders", {})
+        renders = self._ctx_renders
         done = renders.get(render_key)
         if done is not None:
             return replace(done, legend=dict(done.legend)), _context_attrs(span, done, budget, query)
@@ -167,7 +177,7 @@ class Contexting(Remembering):
                 spec = self._specs[hit.namespace]
                 for text in self._lines(spec, hit.record.value, None, now_s, legend_map):
                     entries.append(_Entry("recalled", text, (i,)))
-        cache = self._context_cache
+        cache = self._ctx_lines
         for spec in specs:
             for key, version, st in self._newest(spec):
                 ref = (spec.name, key, version, day)
@@ -200,13 +210,6 @@ class Contexting(Remembering):
             return []
         hits, _ = self._recall(RecallOp(query, [s.name for s in specs], k=10), hrm, None)
         return hits
-
-    @property
-    def _context_cache(self) -> dict[tuple[str, str, int, int], tuple[list[tuple[str, str]], dict[str, str]]]:
-        cache = self.__dict__.get("_ctx_cache")
-        if cache is None:
-            cache = self.__dict__["_ctx_cache"] = {}
-        return cache
 
     def _newest(self, spec: NamespaceSpec) -> Iterable[tuple[str, int, Stored]]:
         """The newest live records of ``spec`` (at most :data:`PER_NAMESPACE`),

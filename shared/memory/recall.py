@@ -322,7 +322,7 @@ class Recalling(Steps):
         path: list[dict[str, Any]] = []
         if searched and terms:
             self.sync_index()
-            route = ROUTED_KINDS(qtype) if kinds is None else kinds
+            route = rt.ROUTES.get(qtype, ()) if kinds is None else kinds
             # A stage that cannot find more than the one before is skipped:
             # routing when no searched namespace can hold a routed kind, the
             # cold tier when none can archive (no TTL, no cap).
@@ -387,7 +387,7 @@ class Recalling(Steps):
         dense = self._dense(query, names, cold, want, candidates) if self.embedder is not None else []
         fused = _fuse(lexical, dense, candidates, self.fusion)
         top_lex = -candidates[lexical[0]][0].score if lexical else 1.0
-        routes = ROUTED_KINDS(qtype)
+        routes = rt.ROUTES.get(qtype, ())
         found: list[tuple[float, Any, bool, Stored, Any]] = []
         for ref, fscore in fused:
             row, session = candidates[ref]
@@ -503,10 +503,6 @@ def _matrix(np: Any, rows: list[tuple[int, str, str, bytes]], dim: int) -> tuple
     for j, i in enumerate(keep):
         groups.setdefault(rows[i][1], []).append(j)
     return mat, keep, {ns: np.asarray(js, dtype=np.intp) for ns, js in groups.items()}
-
-
-def ROUTED_KINDS(qtype: str) -> tuple[str, ...]:  # noqa: N802  (a table lookup spelled as a call)
-    return rt.ROUTES.get(qtype, ())
 
 
 def _rank(refs: list[tuple[str, str]], ref: tuple[str, str]) -> int | None:

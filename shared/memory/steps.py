@@ -81,6 +81,8 @@ class Steps:
         self._seeded = frozenset(self._specs)
         self._runtime: set[str] = set()
         self._declared_at = 0.0
+        #: Bumped whenever what the recall index sees may have changed.
+        self.index_epoch = 0
         self._load_declared()
         self.refresh_indexed()
 
@@ -158,7 +160,7 @@ class Steps:
     def refresh_indexed(self) -> None:
         """Tell the event bus which namespaces' changed keys recall must index."""
         self.bus.indexed = frozenset(s.name for s in self.registry if s.index)
-        self.index_epoch = getattr(self, "index_epoch", 0) + 1
+        self.index_epoch += 1
 
     def codec(self, spec: NamespaceSpec) -> Codec | None:
         try:
