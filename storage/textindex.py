@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, tokenize='porter unicode61 remove_diacritics 2');
 CREATE INDEX IF NOT EXISTS docs_recent ON docs(ns, updated_us);
+CREATE INDEX IF NOT EXISTS docs_newest ON docs(ns, updated_us DESC, key, tier, version);
 CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
