@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.recall_text": 0,
     "hrm_memory.memories": 0,
     "hrm_memory.context": 0,
+    "hrm_memory.context_fill": 0,
     "hrm_memory.embedders": 0,  # optional embedder (the embed extra), imported lazily
     "hrm_memory.storage": 1,
     "hrm_memory.storage.redis_backend": 1,  # issue 11: the Redis backend and its parts

@@ -15,7 +15,7 @@ How it is built (:meth:`Contexting._context`):
    records. With ``query``, a recalled section leads.
 2. **Entries.** Each record becomes one entry per item (a list item, a person,
    a scored code at or above :data:`SHOW_SCORE`), flattened to one line;
-   long entries are capped at :data:`MAX_ENTRY_TOKENS`; ISO timestamps are
+   long entries are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO timestamps are
    shortened (``today``, ``3d ago``, ``Jan 9``, ``Jan 9 2025``); strings the
    namespace's codec has a code for are written as the code.
 3. **Dedup.** An entry whose stemmed words are a near-duplicate (Jaccard >=
@@ -25,9 +25,16 @@ How it is built (:meth:`Contexting._context`):
    skipped, the next may still fit; a section that leaves entries out ends
    with ``… N more not shown``, counted inside the budget. A legend of the
    codes that appear (and only those) comes last, if it fits.
-5. **Exact.** The whole text is counted again; should BPE merges across lines
-   make it larger than the sum of its lines, entries are dropped from the end
-   until it fits. ``tokens <= budget`` always.
+5. **Exact.** ``tokens`` is the o200k count of the whole text: the sum of
+   its lines' counts where o200k's split pattern provably cuts at every line
+   break, else the text counted again; should that be over the budget,
+   entries are dropped from the end until it fits. ``tokens <= budget`` always.
+
+Steps 3-5 are :mod:`hrm_memory.context_fill`. What a render repeats is kept
+between renders: whole renders while nothing the index sees changes, each
+record's lines by (namespace, key, version, day), each entry's cost and
+stemmed words, the near-duplicate pairs; so a render after a write redoes
+the fill but counts and compares only what changed.
 
 The same store, budget, query and ``now`` render byte-identical text, so a
 provider's prompt cache hits.
@@ -35,7 +42,6 @@ provider's prompt cache hits.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import time
@@ -46,6 +52,7 @@ from typing import Any
 
 from . import recall_text as rt
 from . import tokens
+from .context_fill import Entry, Section, fill
 from .errors import InvalidArgument
 from .memories import Remembering
 from .ops import ContextOp, RecallOp
@@ -88,10 +95,7 @@ PER_NAMESPACE = 20  # newest records read per namespace
 CACHE_RECORDS = 4096  # records whose rendered lines are kept between renders
 RENDERS_KEPT = 32  # whole renders kept while nothing the index sees changes
 PER_FIELD = 40  # entries taken from one field of a record (or one record)
-MAX_ENTRY_TOKENS = 60
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
-NEAR_DUPLICATE = 0.8
-FOOTER_RESERVE = 12  # tokens kept free in a section for its "… N more not shown"
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_session", "created", "updated",
                           "mentions", "index", "validated", "kind", "importance", "type", "category", "data",
@@ -99,17 +103,6 @@ _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_
 #: Fields that are the entry itself: written without their name.
 _TEXT_FIELDS = frozenset({"text", "observation", "summary", "name", "content", "details", "note", "date"})
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """Figures of one rendered section."""
-
-    name: str
-    budget: int
-    tokens: int
-    shown: int
-    omitted: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +117,6 @@ class Context:
     omitted: int
     legend: dict[str, str] = field(default_factory=dict)
     counter: str = "exact"
-
-
-@dataclass
-class _Entry:
-    section: str
-    text: str
-    rank: tuple[Any, ...]
 
 
 class Contexting(Remembering):
@@ -159,7 +145,7 @@ class Contexting(Remembering):
             unknown = [s for s in sections if s not in names]
             if unknown:
                 raise InvalidArgument(f"unknown section(s) {unknown}; expected some of {names}")
-        wanted = names if sections is None else [n for n in names if n in sections or n == "legend"]
+        wanted = set(names) if sections is None else {n for n in names if n in sections or n == "legend"}
         now_s = time.time() if now is None else _epoch(now)
         specs = [s for s in self.registry if s.index and self.readable(hrm, s.name)]
         self.sync_index()
@@ -170,13 +156,13 @@ class Contexting(Remembering):
         done = renders.get(render_key)
         if done is not None:
             return replace(done, legend=dict(done.legend)), _context_attrs(span, done, budget, query)
-        entries: list[_Entry] = []
+        entries: list[Entry] = []
         legend_map: dict[str, str] = {}
         if query:
             for i, hit in enumerate(self._recall_for(query, hrm, specs)):
                 spec = self._specs[hit.namespace]
                 for text in self._lines(spec, hit.record.value, None, now_s, legend_map):
-                    entries.append(_Entry("recalled", text, (i,)))
+                    entries.append(Entry("recalled", text, (i,)))
         cache = self._ctx_lines
         for spec in specs:
             for key, version, st in self._newest(spec):
@@ -192,12 +178,12 @@ class Contexting(Remembering):
                 legend_map.update(lines[1])
                 for j, (section, text) in enumerate(lines[0]):
                     if section in wanted:
-                        entries.append(_Entry(section, text, (-st.updated_us, spec.name, key, j)))
+                        entries.append(Entry(section, text, (-st.updated_us, spec.name, key, j)))
         plan = ([("recalled", "Recalled", RECALLED_SHARE)] if query else []) + [
             (name, title, share * (1 - RECALLED_SHARE if query else 1.0))
             for name, title, share, _ in SECTIONS if name in wanted
         ]
-        text, used, figures, omitted, legend = _fill(plan, entries, legend_map, budget)
+        text, used, figures, omitted, legend = fill(plan, entries, legend_map, budget)
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
         if len(renders) >= RENDERS_KEPT or any(k[5] != self.index_epoch for k in renders):
@@ -357,210 +343,6 @@ def _dates(text: str, now_s: float) -> str:
         return label if day.year == today.year else f"{label} {day.year}"
 
     return _ISO.sub(short, text)
-
-
-def _cap(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` tokens, at a word, with an ellipsis."""
-    if tokens.count(text) <= limit:
-        return text
-    words = text.split(" ")
-    lo, hi = 0, len(words)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if tokens.count(" ".join(words[:mid]) + " …") <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    return " ".join(words[:lo]) + " …" if lo else ""
-
-
-def _fill(plan: list[tuple[str, str, float]], entries: list[_Entry], legend_map: dict[str, str],
-          budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
-    """Fill the sections; when budget is left over while sections left
-    entries out, fill once more with that remainder given to them, in
-    proportion to what each left out."""
-    by_section: dict[str, list[_Entry]] = {}
-    for e in sorted(entries, key=lambda e: e.rank):
-        by_section.setdefault(e.section, []).append(e)
-    # The fill depends on nothing else: a session's renders of an unchanged
-    # store reuse it (copies out, so a caller's edits cannot reach the cache).
-    key = (budget, tuple(plan), tuple(sorted(legend_map.items())),
-           tuple((name, tuple(e.text for e in pool)) for name, pool in by_section.items()))
-    hit = _FILLS.get(key)
-    if hit is None:
-        hit = _fill_uncached(plan, by_section, legend_map, budget)
-        if len(_FILLS) >= FILLS_KEPT:
-            try:
-                _FILLS.pop(next(iter(_FILLS)), None)
-            except (StopIteration, RuntimeError):  # another thread's render changed it meanwhile
-                pass
-        _FILLS[key] = hit
-    text, used, figures, omitted, legend = hit
-    return text, used, list(figures), omitted, dict(legend)
-
-
-def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[_Entry]],
-                   legend_map: dict[str, str], budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
-    result = _fill_once(plan, by_section, legend_map, budget, {})
-    text, used, figures, omitted, _ = result
-    # Each section keeps what it used plus the slack the fill leaves (the
-    # footer reserve), and the spare goes to those that left entries out.
-    slack = FOOTER_RESERVE
-    spare = budget - used - slack * len(figures)
-    if spare > 16 and omitted:
-        hidden = {f.name: f.omitted for f in figures if f.omitted and f.name != "legend"}
-        total = sum(hidden.values())
-        if total:
-            fixed = {f.name: f.tokens + slack + spare * hidden.get(f.name, 0) // total for f in figures}
-            second = _fill_once(plan, by_section, legend_map, budget, fixed)
-            if second[1] <= budget and second[3] < omitted:
-                return second
-    return result
-
-
-def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[_Entry]], legend_map: dict[str, str],
-               budget: int, fixed: dict[str, int]) -> tuple[str, int, list[Section], int, dict[str, str]]:
-    count = tokens.count
-    taken = _Taken()
-    lines: list[str] = []
-    figures: list[Section] = []
-    used = 0
-    omitted_total = 0
-    legend: dict[str, str] = {}
-    # Sections with nothing to show give up their share; each section gets
-    # its share of what the sections before it left.
-    plan = [p for p in plan if p[0] == "legend" or by_section.get(p[0])]
-    shares_left = sum(share for _, _, share in plan)
-    for name, title, share in plan:
-        allowance = int((budget - used) * share / shares_left) if shares_left > 0 else 0
-        shares_left -= share
-        if name in fixed:
-            allowance = min(fixed[name], budget - used)
-        if name == "legend":
-            pool = [_Entry("legend", f"{c}={legend_map[c]}", (c,)) for c in sorted(legend_map)
-                    if re.search(rf"(?<![\w]){re.escape(c)}(?![\w])", "\n".join(lines))]
-        else:
-            pool = by_section.get(name, [])
-        if not pool:
-            continue
-        header = f"## {title}"
-        cost_header = _cost(header)
-        sect_lines: list[str] = []
-        sect_used = cost_header
-        shown = omitted = 0
-        for e in pool:
-            if min(allowance, budget - used) - sect_used < 16:
-                omitted += 1  # no entry fits in what is left: counted, not tokenized
-                continue
-            line, cost, sig = _prepared(e.text)
-            if not line or taken.near(sig):
-                continue
-            # Room for a footer is kept while entries remain after this one.
-            if sect_used + cost + FOOTER_RESERVE <= allowance and used + sect_used + cost + FOOTER_RESERVE <= budget:
-                sect_lines.append(line)
-                sect_used += cost
-                taken.add(sig)
-                shown += 1
-                if name == "legend":
-                    code = e.text.split("=", 1)[0]
-                    legend[code] = legend_map[code]
-            else:
-                omitted += 1
-        if not shown:
-            omitted_total += omitted
-            figures.append(Section(name, allowance, 0, 0, omitted))
-            continue
-        if omitted:
-            footer = f"… {omitted} more not shown"
-            sect_lines.append(footer)
-            sect_used += _cost(footer)
-        lines.append(header)
-        lines.extend(sect_lines)
-        used += sect_used
-        omitted_total += omitted
-        figures.append(Section(name, allowance, sect_used, shown, omitted))
-    text = "\n".join(lines)
-    total = count(text)
-    while lines and total > budget:  # never over budget, whatever BPE does across lines
-        lines.pop()
-        omitted_total += 1
-        text = "\n".join(lines)
-        total = count(text)
-    return text, total, figures, omitted_total, legend
-
-
-#: Fills kept between renders, by everything a fill depends on (budget, plan,
-#: legend, each section's entries in order).
-FILLS_KEPT = 32
-_FILLS: dict[tuple[Any, ...], tuple[str, int, list[Section], int, dict[str, str]]] = {}
-
-
-@functools.lru_cache(maxsize=1024)
-def _cost(line: str) -> int:
-    return tokens.count(line + "\n")
-
-
-@functools.lru_cache(maxsize=65536)
-def _prepared(text: str) -> tuple[str, int, frozenset[str]]:
-    """An entry's line (capped), its token cost with the newline, its stemmed words."""
-    capped = _cap(text[: MAX_ENTRY_TOKENS * 12], MAX_ENTRY_TOKENS)
-    if not capped:
-        return "", 0, frozenset()
-    line = f"- {capped}"
-    return line, tokens.count(line + "\n"), _signature(capped)
-
-
-class _Taken:
-    """The stemmed words of the entries taken so far, with postings, for
-    near-duplicate checks that compare only with entries that could be one."""
-
-    def __init__(self) -> None:
-        self.sigs: list[frozenset[str]] = []
-        self.postings: dict[str, list[int]] = {}
-
-    def add(self, sig: frozenset[str]) -> None:
-        i = len(self.sigs)
-        self.sigs.append(sig)
-        for stem in sig:
-            self.postings.setdefault(stem, []).append(i)
-
-    def near(self, sig: frozenset[str]) -> bool:
-        """Jaccard >= NEAR_DUPLICATE with a taken entry. Such an entry holds at
-        least ceil(0.8 n) of the n stems, so it holds one of any n - that + 1
-        of them: only entries in the postings of the rarest n - that + 1 are
-        compared, and only those whose size allows a Jaccard that high."""
-        n = len(sig)
-        if not n:
-            return bool(self.postings.get("")) or frozenset() in self.sigs
-        postings = self.postings
-        empty: list[int] = []
-        lists = sorted((postings.get(stem, empty) for stem in sig), key=len)[: n - math.ceil(NEAR_DUPLICATE * n) + 1]
-        if not lists[-1]:
-            return False
-        lo, hi = NEAR_DUPLICATE * n, n / NEAR_DUPLICATE  # |a|/|b| and |b|/|a| both >= NEAR_DUPLICATE
-        sigs = self.sigs
-        seen: set[int] = set()
-        for ids in lists:
-            for i in ids:
-                if i not in seen:
-                    seen.add(i)
-                    other = sigs[i]
-                    m = len(other)
-                    if lo <= m <= hi:
-                        inter = len(sig & other)
-                        if inter >= NEAR_DUPLICATE * (n + m - inter):
-                            return True
-        return False
-
-
-def _signature(text: str) -> frozenset[str]:
-    return frozenset(rt.stem(w) for w in rt.words(text) if w not in rt.STOPWORDS)
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
-        return 1.0 if a == b else 0.0
-    return len(a & b) / len(a | b)
 
 
 def _epoch(now: Any) -> float:

@@ -1,0 +1,91 @@
+"""Issue 10, must-show 3: what the fill keeps between renders must not change what it renders.
+
+- Token counts summed over lines equal a count of the joined text (the split
+  pattern's line-break argument in :mod:`hrm_memory.context_fill`), for any
+  line contents, whitespace, newlines and slashes included.
+- The near-duplicate pairs found once per stem set are exactly the pairs a
+  direct Jaccard comparison finds.
+- A render right after a write equals a render of the same store by a fresh
+  manager (nothing cached), byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hrm_memory import MemoryManager, tokens
+from hrm_memory.context_fill import NEAR_DUPLICATE, _Neighbours, _splits_at_lines, _text_tokens
+
+NOW = 1_768_600_000.0
+
+# Line bodies with what could make a piece run across a line break: spaces,
+# tabs, newlines, "\r", "/", punctuation, digits, letters of several scripts.
+bodies = st.text(alphabet=st.sampled_from(list(" \t\n\r/.,-#…:;!?'\"0123456789aZéßж中😀_") + ["\u2028", "\xa0"]),
+                 max_size=40) | st.text(max_size=40)
+lines = st.lists(st.tuples(st.sampled_from(["## ", "- ", "… "]), bodies).map("".join), min_size=1, max_size=12)
+
+
+@pytest.fixture(autouse=True)
+def _exact() -> None:
+    if not (tokens.get_counter().exact and _splits_at_lines()):
+        pytest.skip("needs the exact o200k counter")
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=lines)
+def test_line_counts_add_up_to_the_text_count(lines: list[str]) -> None:
+    costs = [tokens.count(line + "\n") for line in lines]
+    assert _text_tokens(lines, costs) == tokens.count("\n".join(lines))
+
+
+def test_a_line_that_could_join_the_one_before_is_counted_whole() -> None:
+    lines = ["- a.", " / b"]  # not a header, entry or footer: the text is counted, not summed
+    costs = [tokens.count(line + "\n") for line in lines]
+    assert _text_tokens(lines, costs) == tokens.count("\n".join(lines))
+
+
+def _jaccard_near(a: frozenset[str], b: frozenset[str]) -> bool:
+    inter = len(a & b)
+    return inter >= NEAR_DUPLICATE * (len(a) + len(b) - inter)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sigs=st.lists(st.frozensets(st.sampled_from("abcdefghijkl"), max_size=10), max_size=40))
+def test_neighbours_are_exactly_the_near_pairs(sigs: list[frozenset[str]]) -> None:
+    graph = _Neighbours()
+    for s in sigs:
+        graph.of(s)
+    distinct = set(sigs)
+    for s in distinct:
+        expected = {o for o in distinct if o != s and s and o and _jaccard_near(s, o)}
+        assert set(graph.of(s)) == expected
+
+
+def test_a_render_after_a_write_equals_a_fresh_render(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    mm = MemoryManager(root, durability="flush")
+    try:
+        for i in range(60):
+            mm.write("altitude.patterns", f"p{i}", {"text": f"pattern {i} about the weekly plan and family time"})
+            mm.write("shared.people", f"person{i}", {"name": f"Person {i}", "role": "friend", "notes": f"met {i}"})
+        for budget in (120, 600, 2000):
+            mm.context("altitude", budget=budget, now=NOW)
+        for step in range(6):
+            mm.write("altitude.patterns", f"p{55 + step % 3}", {"text": f"rewritten {step} with new words entirely"})
+            if step == 3:
+                mm.delete("altitude.patterns", "p59")
+            for budget in (120, 600, 2000):
+                ctx = mm.context("altitude", budget=budget, now=NOW)
+                fresh = MemoryManager(root, durability="flush")
+                try:
+                    assert fresh.context("altitude", budget=budget, now=NOW) == ctx
+                finally:
+                    fresh.close()
+                assert ctx.tokens == tokens.count(ctx.text) <= budget
+                assert "pattern 59 " not in ctx.text or step < 3
+    finally:
+        mm.close()
