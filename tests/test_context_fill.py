@@ -89,3 +89,26 @@ def test_a_render_after_a_write_equals_a_fresh_render(tmp_path: Path) -> None:
                 assert "pattern 59 " not in ctx.text or step < 3
     finally:
         mm.close()
+
+
+def test_a_record_the_index_still_lists_is_checked_against_the_store_before_it_is_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records confirmed by an earlier render are taken on the index's word
+    only until their lines are shown: a deleted or superseded one that the
+    index has not caught up with is never rendered."""
+    mm = MemoryManager(tmp_path / "store", durability="flush")
+    try:
+        for i in range(8):
+            mm.write("altitude.patterns", f"p{i}", {"text": f"habit {i} keeps the {i}th promise"})
+        before = mm.context("altitude", budget=2000, now=NOW)
+        assert "habit 3 " in before.text and "habit 5 " in before.text
+        monkeypatch.setattr(type(mm._pipeline), "sync_index", lambda self: None)  # the index falls behind
+        mm.delete("altitude.patterns", "p3")
+        mm.write("altitude.patterns", "p5", {"text": "a different wording entirely"})
+        after = mm.context("altitude", budget=1999, now=NOW)  # another budget: not the kept render
+        assert "habit 3 " not in after.text and "habit 5 " not in after.text
+        assert "habit 4 " in after.text
+        assert after.tokens == tokens.count(after.text) <= 1999
+    finally:
+        mm.close()

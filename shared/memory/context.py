@@ -12,7 +12,11 @@ How it is built (:meth:`Contexting._context`):
    commitment, ``people`` are people, ...). At most :data:`PER_NAMESPACE`
    newest records per namespace are read, through the recall index's
    (namespace, update time) order, so the cost is the same at 10k and at 1M
-   records. With ``query``, a recalled section leads.
+   records. Each is checked against the store (present, this version, not
+   archived) when a render first meets it at that version, and again by
+   every render that shows its lines; in between, the synced index's word
+   that the version is current stands for records only counted in a footer.
+   With ``query``, a recalled section leads.
 2. **Entries.** Each record becomes one entry per item (a list item, a person,
    a scored code at or above :data:`SHOW_SCORE`), flattened to one line;
    long entries are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO timestamps are
@@ -34,7 +38,8 @@ Steps 3-5 are :mod:`hrm_memory.context_fill`. What a render repeats is kept
 between renders: whole renders while nothing the index sees changes, each
 record's lines by (namespace, key, version, day), each entry's cost and
 stemmed words, the near-duplicate pairs; so a render after a write redoes
-the fill but counts and compares only what changed.
+the fill but reads, counts and compares only what changed, and checks
+against the store only the records it shows.
 
 The same store, budget, query and ``now`` render byte-identical text, so a
 provider's prompt cache hits.
@@ -122,15 +127,18 @@ class Context:
 class Contexting(Remembering):
     """The ``context`` handler."""
 
-    #: Rendered lines per (namespace, key, version, day), and whole renders
-    #: per (hrm, budget, query, sections, day, index epoch).
-    _ctx_lines: dict[tuple[str, str, int, int], tuple[list[tuple[str, str]], dict[str, str]]]
+    #: Rendered lines per (namespace, key, version, update time, day); whole
+    #: renders per (hrm, budget, query, sections, day, index epoch); the
+    #: update time of each (namespace, key, version) the store last confirmed.
+    _ctx_lines: dict[tuple[str, str, int, int, int], tuple[list[Entry], dict[str, str]]]
     _ctx_renders: dict[tuple[Any, ...], Context]
+    _ctx_checked: dict[tuple[str, str, int], int]
 
     def setup_recall(self, *args: Any, **kwargs: Any) -> None:
         super().setup_recall(*args, **kwargs)
         self._ctx_lines = {}
         self._ctx_renders = {}
+        self._ctx_checked = {}
 
     def _context(self, op: ContextOp, scope: str | None, span: OpSpan | None) -> tuple[Context, Attrs]:
         hrm, budget, query, sections, now = op
@@ -156,34 +164,38 @@ class Contexting(Remembering):
         done = renders.get(render_key)
         if done is not None:
             return replace(done, legend=dict(done.legend)), _context_attrs(span, done, budget, query)
-        entries: list[Entry] = []
-        legend_map: dict[str, str] = {}
+        recalled: list[Entry] = []
+        recalled_legend: dict[str, str] = {}
         if query:
             for i, hit in enumerate(self._recall_for(query, hrm, specs)):
                 spec = self._specs[hit.namespace]
-                for text in self._lines(spec, hit.record.value, None, now_s, legend_map):
-                    entries.append(Entry("recalled", text, (i,)))
-        cache = self._ctx_lines
-        for spec in specs:
-            for key, version, st in self._newest(spec):
-                ref = (spec.name, key, version, day)
-                lines = cache.get(ref)
-                if lines is None:
-                    value = self.decode(spec, st, False)
-                    found: dict[str, str] = {}
-                    lines = (list(self._record_entries(spec, key, value, now_s, found)), found)
-                    if len(cache) >= CACHE_RECORDS:
-                        cache.pop(next(iter(cache)))
-                    cache[ref] = lines
-                legend_map.update(lines[1])
-                for j, (section, text) in enumerate(lines[0]):
-                    if section in wanted:
-                        entries.append(Entry(section, text, (-st.updated_us, spec.name, key, j)))
+                for text in self._lines(spec, hit.record.value, None, now_s, recalled_legend):
+                    recalled.append(Entry("recalled", text, (i,)))
         plan = ([("recalled", "Recalled", RECALLED_SHARE)] if query else []) + [
             (name, title, share * (1 - RECALLED_SHARE if query else 1.0))
             for name, title, share, _ in SECTIONS if name in wanted
         ]
-        text, used, figures, omitted, legend = fill(plan, entries, legend_map, budget)
+        every = len(wanted) == len(SECTIONS)
+        while True:
+            # Records the store confirmed at this version in an earlier render
+            # are taken on the synced index's word; those whose lines are
+            # shown are checked again below, before the text is returned.
+            entries = list(recalled)
+            legend_map = dict(recalled_legend)
+            unchecked: dict[tuple[str, str, int], NamespaceSpec] = {}
+            for spec in specs:
+                for ref, (ents, codes), checked in self._records(spec, day, now_s):
+                    if not checked:
+                        unchecked[ref] = spec
+                    legend_map.update(codes)
+                    entries.extend(ents if every else [e for e in ents if e.section in wanted])
+            text, used, figures, omitted, legend, shown = fill(plan, entries, legend_map, budget)
+            stale = [ref for ref in {e.ref for e in shown if e.ref in unchecked}
+                     if ref is not None and not self._still(unchecked[ref], ref)]
+            if not stale:
+                break
+            for ref in stale:  # the index missed a change: read the store again, without these
+                self._ctx_checked.pop(ref, None)
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
         if len(renders) >= RENDERS_KEPT or any(k[5] != self.index_epoch for k in renders):
@@ -197,21 +209,61 @@ class Contexting(Remembering):
         hits, _ = self._recall(RecallOp(query, [s.name for s in specs], k=10), hrm, None)
         return hits
 
-    def _newest(self, spec: NamespaceSpec) -> Iterable[tuple[str, int, Stored]]:
+    def _records(self, spec: NamespaceSpec, day: int, now_s: float) -> Iterable[
+            tuple[tuple[str, str, int], tuple[list[Entry], dict[str, str]], bool]]:
         """The newest live records of ``spec`` (at most :data:`PER_NAMESPACE`),
-        through the index's order; each checked against the store."""
-        seen = set()
+        through the index's order: ``((namespace, key, version), (entries,
+        codes), checked)``. A record is read from the store (``checked``)
+        unless the store confirmed this version in an earlier render and its
+        entries are kept; then the caller checks it if its lines are shown."""
+        keys = set()
+        confirmed = self._ctx_checked
+        cache = self._ctx_lines
         for index in (self.mem_index, self.disk_index):
             if index is None:
                 continue
             for key, version in index.newest(spec.name, PER_NAMESPACE):
-                if key in seen:
+                if key in keys:
                     continue
-                st = self.lookup(spec, key)
-                if st is None or st.version != version or st.tier == "cold":
-                    continue
-                seen.add(key)
-                yield key, version, st
+                ref = (spec.name, key, version)
+                updated = confirmed.get(ref)
+                lines = None if updated is None else cache.get((*ref, updated, day))
+                checked = lines is None
+                if lines is None:
+                    st = self.lookup(spec, key)
+                    if st is None or st.version != version or st.tier == "cold":
+                        confirmed.pop(ref, None)
+                        continue
+                    updated = st.updated_us
+                    lines = self._lines_of(spec, st, day, now_s)
+                    if len(confirmed) >= CACHE_RECORDS:
+                        confirmed.pop(next(iter(confirmed)), None)
+                    confirmed[ref] = updated
+                keys.add(key)
+                yield ref, lines, checked
+
+    def _lines_of(self, spec: NamespaceSpec, st: Stored, day: int, now_s: float) -> tuple[list[Entry], dict[str, str]]:
+        """The record's entries (every section's) and the codes they use, kept."""
+        cache = self._ctx_lines
+        ref = (spec.name, st.key, st.version, st.updated_us, day)
+        lines = cache.get(ref)
+        if lines is None:
+            found: dict[str, str] = {}
+            rank, record = (-st.updated_us, spec.name, st.key), (spec.name, st.key, st.version)
+            value = self.decode(spec, st, False)
+            lines = ([Entry(section, text, (*rank, j), record)
+                      for j, (section, text) in enumerate(self._record_entries(spec, st.key, value, now_s, found))],
+                     found)
+            if len(cache) >= CACHE_RECORDS:
+                cache.pop(next(iter(cache)), None)
+            cache[ref] = lines
+        return lines
+
+    def _still(self, spec: NamespaceSpec, ref: tuple[str, str, int]) -> bool:
+        """The store still holds this version of the record, as confirmed before."""
+        st = self.lookup(spec, ref[1])
+        return (st is not None and st.version == ref[2] and st.tier != "cold"
+                and st.updated_us == self._ctx_checked.get(ref))
 
     def _record_entries(self, spec: NamespaceSpec, key: str, value: Any, now_s: float,
                         legend: dict[str, str]) -> Iterable[tuple[str, str]]:

@@ -50,11 +50,18 @@ class Section:
     omitted: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     section: str
     text: str
     rank: tuple[Any, ...]
+    #: The record the entry comes from (namespace, key, version), if any.
+    ref: tuple[str, str, int] | None = None
+
+
+#: A fill: text, tokens, section figures, entries omitted, legend, and where
+#: the entries shown sit (section, position in its pool).
+_Filled = tuple[str, int, list[Section], int, dict[str, str], tuple[tuple[str, int], ...]]
 
 
 def _cap(text: str, limit: int) -> str:
@@ -73,10 +80,11 @@ def _cap(text: str, limit: int) -> str:
 
 
 def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: dict[str, str],
-         budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
+         budget: int) -> tuple[str, int, list[Section], int, dict[str, str], list[Entry]]:
     """Fill the sections; when budget is left over while sections left
     entries out, fill once more with that remainder given to them, in
-    proportion to what each left out."""
+    proportion to what each left out. Returns the text, its tokens, the
+    sections' figures, the number omitted, the legend and the entries shown."""
     by_section: dict[str, list[Entry]] = {}
     for e in sorted(entries, key=lambda e: e.rank):
         by_section.setdefault(e.section, []).append(e)
@@ -93,14 +101,14 @@ def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: d
             except (StopIteration, RuntimeError):  # another thread's render changed it meanwhile
                 pass
         _FILLS[key] = hit
-    text, used, figures, omitted, legend = hit
-    return text, used, list(figures), omitted, dict(legend)
+    text, used, figures, omitted, legend, at = hit
+    return text, used, list(figures), omitted, dict(legend), [by_section[name][i] for name, i in at]
 
 
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
-                   legend_map: dict[str, str], budget: int) -> tuple[str, int, list[Section], int, dict[str, str]]:
+                   legend_map: dict[str, str], budget: int) -> _Filled:
     result = _fill_once(plan, by_section, legend_map, budget, {})
-    text, used, figures, omitted, _ = result
+    _, used, figures, omitted, _, _ = result
     # Each section keeps what it used plus the slack the fill leaves (the
     # footer reserve), and the spare goes to those that left entries out.
     slack = FOOTER_RESERVE
@@ -117,7 +125,7 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
 
 
 def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]], legend_map: dict[str, str],
-               budget: int, fixed: dict[str, int]) -> tuple[str, int, list[Section], int, dict[str, str]]:
+               budget: int, fixed: dict[str, int]) -> _Filled:
     graph = _neighbours()
     taken: set[frozenset[str]] = set()  # the stemmed words of the entries shown
     lines: list[str] = []
@@ -126,6 +134,7 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[En
     used = 0
     omitted_total = 0
     legend: dict[str, str] = {}
+    at: list[tuple[str, int]] = []
     # Sections with nothing to show give up their share; each section gets
     # its share of what the sections before it left.
     plan = [p for p in plan if p[0] == "legend" or by_section.get(p[0])]
@@ -149,16 +158,17 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[En
         sect_costs: list[int] = []
         sect_used = cost_header
         shown = omitted = 0
-        for e in pool:
-            if min(allowance, budget - used) - sect_used < 16:
-                omitted += 1  # no entry fits in what is left: counted, not tokenized
-                continue
+        room = min(allowance, budget - used)
+        for i, e in enumerate(pool):
+            if room - sect_used < 16:
+                omitted += len(pool) - i  # no entry fits in what is left: counted, not tokenized
+                break
             line, cost, sig = _prepared(e.text)
             # A near-duplicate (Jaccard >= NEAR_DUPLICATE) of an entry shown is not shown.
             if not line or sig in taken or not taken.isdisjoint(graph.of(sig)):
                 continue
             # Room for a footer is kept while entries remain after this one.
-            if sect_used + cost + FOOTER_RESERVE <= allowance and used + sect_used + cost + FOOTER_RESERVE <= budget:
+            if sect_used + cost + FOOTER_RESERVE <= room:
                 sect_lines.append(line)
                 sect_costs.append(cost)
                 sect_used += cost
@@ -167,6 +177,8 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[En
                 if name == "legend":
                     code = e.text.split("=", 1)[0]
                     legend[code] = legend_map[code]
+                else:
+                    at.append((name, i))
             else:
                 omitted += 1
         if not shown:
@@ -191,10 +203,10 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[En
         costs.pop()
         omitted_total += 1
         total = _text_tokens(lines, costs)
-    return "\n".join(lines), total, figures, omitted_total, legend
+    return "\n".join(lines), total, figures, omitted_total, legend, tuple(at)
 
 
-_FILLS: dict[tuple[Any, ...], tuple[str, int, list[Section], int, dict[str, str]]] = {}
+_FILLS: dict[tuple[Any, ...], _Filled] = {}
 
 
 @functools.lru_cache(maxsize=1024)
