@@ -98,7 +98,8 @@ class SearchIndex(Protocol):
     def meta(self, name: str) -> str | None: ...
     def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
     def search(self, match: str, namespaces: Sequence[str], *, cold: bool, limit: int,
-               kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None) -> list[Any]: ...
+               kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None,
+               text: bool = True) -> list[Any]: ...
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
     def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
     def selective(self, terms: Sequence[str]) -> list[str]: ...
@@ -368,7 +369,7 @@ class Recalling(Steps):
                 kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
                 matches: Callable[[Any], bool] | None) -> list[Hit]:
         names = [s.name for s in specs]
-        want = max(50, 4 * k)
+        want = max(50, 4 * k) if self.embedder is not None else max(20, 2 * k)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
         for index, session in ((self.mem_index, True), (self.disk_index, False)):
@@ -378,7 +379,8 @@ class Recalling(Steps):
             if not selective:
                 continue
             match = rt.fts_query(selective)
-            for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix):
+            for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix,
+                                    text=False):
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
                     candidates[ref] = (row, session)
@@ -388,26 +390,31 @@ class Recalling(Steps):
         fused = _fuse(lexical, dense, candidates, self.fusion)
         top_lex = -candidates[lexical[0]][0].score if lexical else 1.0
         routes = rt.ROUTES.get(qtype, ())
-        found: list[tuple[float, Any, bool, Stored, Any]] = []
+        # Ranked by everything the index knows, then checked against the store
+        # best first, until k are live: a look-up per hit, not per candidate.
+        ranked = []
         for ref, fscore in fused:
             row, session = candidates[ref]
+            routed = row.kind is not None and row.kind in routes
+            boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
+            ranked.append((fscore * boost, row, session))
+        ranked.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
+        found: list[tuple[float, Any, bool, Stored, Any]] = []
+        for score, row, session in ranked:
             spec = self._specs.get(row.ns)
             if spec is None:
                 continue
             st = self.lookup(spec, row.key)
             if st is None or st.version != row.version or (st.tier == "cold" and not cold):
                 if not session or st is None:
-                    self.bus.touched.add(ref)  # stale row: re-indexed on the next recall
+                    self.bus.touched.add((row.ns, row.key))  # stale row: re-indexed on the next recall
                 continue
             value = self.decode(spec, st, False)
             if matches is not None and not matches(value):
                 continue
-            routed = row.kind is not None and row.kind in routes
-            boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
-            found.append((fscore * boost, row, session, st, value))
-            if len(found) >= 2 * k:
+            found.append((score, row, session, st, value))
+            if len(found) >= k:
                 break
-        found.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
         now = time.time()
         dense_refs = [r for r, _ in dense]
         hits: list[Hit] = []
@@ -417,7 +424,8 @@ class Recalling(Steps):
             why = {
                 "id": None if session else row.id,
                 "relevance": min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0,
-                "coverage": rt.coverage(terms, row.body + " " + rt.context(row.ns, row.key, row.kind)),
+                "coverage": rt.coverage(terms, rt.extract(value, self._specs[row.ns].index or ("$",)) + " "
+                                        + rt.context(row.ns, row.key, row.kind)),
                 "recency": 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
                 "quality": 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance,
                 "routed": row.kind is not None and row.kind in routes,
