@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hrm_memory import MemoryManager, tokens
-from hrm_memory.context_fill import NEAR_DUPLICATE, _Neighbours, _splits_at_lines, _text_tokens
+from hrm_memory.context_fill import NEAR_DUPLICATE, _appears, _Neighbours, _splits_at_lines, _text_tokens
 
 NOW = 1_768_600_000.0
 
@@ -46,6 +47,12 @@ def test_a_line_that_could_join_the_one_before_is_counted_whole() -> None:
     lines = ["- a.", " / b"]  # not a header, entry or footer: the text is counted, not summed
     costs = [tokens.count(line + "\n") for line in lines]
     assert _text_tokens(lines, costs) == tokens.count("\n".join(lines))
+
+
+@settings(max_examples=500, deadline=None)
+@given(code=st.text(alphabet="ab-_ .\né1", min_size=1, max_size=4), text=st.text(alphabet="ab-_ .\né1", max_size=16))
+def test_a_code_appears_where_the_look_behind_pattern_finds_it(code: str, text: str) -> None:
+    assert _appears(code, text) == bool(re.search(rf"(?<![\w]){re.escape(code)}(?![\w])", text))
 
 
 def _jaccard_near(a: frozenset[str], b: frozenset[str]) -> bool:
