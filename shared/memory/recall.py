@@ -417,6 +417,7 @@ class Recalling(Steps):
                 break
         now = time.time()
         dense_refs = [r for r, _ in dense]
+        cover = rt.coverer(terms)
         hits: list[Hit] = []
         for score, row, session, st, value in found[:k]:
             ref = (row.ns, row.key)
@@ -424,8 +425,8 @@ class Recalling(Steps):
             why = {
                 "id": None if session else row.id,
                 "relevance": min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0,
-                "coverage": rt.coverage(terms, rt.extract(value, self._specs[row.ns].index or ("$",)) + " "
-                                        + rt.context(row.ns, row.key, row.kind)),
+                "coverage": cover(rt.extract(value, self._specs[row.ns].index or ("$",)) + " "
+                                  + rt.context(row.ns, row.key, row.kind)),
                 "recency": 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
                 "quality": 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance,
                 "routed": row.kind is not None and row.kind in routes,
@@ -435,7 +436,13 @@ class Recalling(Steps):
             }
             record = Record.from_stored(row.ns, st, value, st.tier != "hot")
             hits.append(Hit(row.ns, row.key, record, score, 0.0, why))
-        return [_with(h, h.why, confidence=_confidence(h, hits, terms)) for h in hits]
+        # Consistency: how many of the other hits from the same namespace also
+        # match some of the query's words.
+        agreeing: dict[str, int] = {}
+        for h in hits:
+            if (h.why or {}).get("coverage", 0) > 0:
+                agreeing[h.namespace] = agreeing.get(h.namespace, 0) + 1
+        return [_with(h, h.why, confidence=_confidence(h, len(hits) - 1, agreeing.get(h.namespace, 0))) for h in hits]
 
     def _dense(self, query: str, names: list[str], cold: bool, want: int,
                candidates: dict[tuple[str, str], tuple[Any, bool]]) -> list[tuple[tuple[str, str], float]]:
@@ -545,16 +552,16 @@ def _fuse(lexical: list[tuple[str, str]], dense: list[tuple[tuple[str, str], flo
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _confidence(hit: Hit, hits: list[Hit], terms: list[str]) -> float:
-    """Relevance, source quality, recency, consistency (how many of the other
-    hits corroborate the query words this one matches) and completeness
-    (share of the query's words it covers), weighted by :data:`WEIGHTS`."""
+def _confidence(hit: Hit, others: int, agreeing: int) -> float:
+    """Relevance, source quality, recency, consistency (the share of the
+    ``others`` hits, ``agreeing`` of them from this hit's namespace, that
+    corroborate the query words) and completeness (share of the query's
+    words it covers), weighted by :data:`WEIGHTS`."""
     why = hit.why or {}
-    others = [h for h in hits if h is not hit]
     consistency = 1.0
     if others:
-        agree = sum(1 for h in others if (h.why or {}).get("coverage", 0) > 0 and h.namespace == hit.namespace)
-        consistency = 0.5 + 0.5 * agree / len(others)
+        agree = agreeing - (1 if why.get("coverage", 0) > 0 else 0)  # the others only
+        consistency = 0.5 + 0.5 * agree / others
     parts = (why.get("relevance", 0.0), why.get("quality", 0.5), why.get("recency", 0.5), consistency,
              why.get("coverage", 0.0))
     return round(float(sum(w * p for w, p in zip(WEIGHTS, parts, strict=True))), 4)

@@ -8,7 +8,7 @@ Pure functions, no state: the index engine (:mod:`hrm_memory.recall`) and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -60,12 +60,21 @@ def stem(word: str) -> str:
 
 def coverage(terms: list[str], text: str) -> float:
     """Share of ``terms`` that ``text`` contains (by stem)."""
+    return coverer(terms)(text)
+
+
+def coverer(terms: list[str]) -> Callable[[str], float]:
+    """:func:`coverage` of ``terms``, for many texts (the stems made once)."""
     if not terms:
-        return 0.0
+        return lambda text: 0.0
     stems = [stem(t) for t in terms]
-    lengths = {len(s) for s in stems}
-    have = {w[:n] for w in set(words(text)) for n in lengths}
-    return sum(1 for s in stems if s in have) / len(terms)
+    lengths = sorted({len(s) for s in stems})
+
+    def cover(text: str) -> float:
+        have = {w[:n] for w in set(words(text)) for n in lengths}
+        return sum(1 for s in stems if s in have) / len(stems)
+
+    return cover
 
 
 # -- what of a value is indexed -------------------------------------------------
