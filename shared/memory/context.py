@@ -99,6 +99,7 @@ PEOPLE_NAMESPACES = frozenset({"shared.people"})
 PER_NAMESPACE = 20  # newest records read per namespace
 CACHE_RECORDS = 4096  # records whose rendered lines are kept between renders
 RENDERS_KEPT = 32  # whole renders kept while nothing the index sees changes
+NAMESPACES_KEPT = 256  # namespaces' entries kept, by what the index lists for them
 PER_FIELD = 40  # entries taken from one field of a record (or one record)
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
@@ -129,16 +130,20 @@ class Contexting(Remembering):
 
     #: Rendered lines per (namespace, key, version, update time, day); whole
     #: renders per (hrm, budget, query, sections, day, index epoch); the
-    #: update time of each (namespace, key, version) the store last confirmed.
+    #: update time of each (namespace, key, version) the store last confirmed;
+    #: a namespace's entries, codes and records per (namespace, what the
+    #: index lists for it, day).
     _ctx_lines: dict[tuple[str, str, int, int, int], tuple[list[Entry], dict[str, str]]]
     _ctx_renders: dict[tuple[Any, ...], Context]
     _ctx_checked: dict[tuple[str, str, int], int]
+    _ctx_namespaces: dict[tuple[Any, ...], tuple[list[Entry], dict[str, str], list[tuple[str, str, int]]]]
 
     def setup_recall(self, *args: Any, **kwargs: Any) -> None:
         super().setup_recall(*args, **kwargs)
         self._ctx_lines = {}
         self._ctx_renders = {}
         self._ctx_checked = {}
+        self._ctx_namespaces = {}
 
     def _context(self, op: ContextOp, scope: str | None, span: OpSpan | None) -> tuple[Context, Attrs]:
         hrm, budget, query, sections, now = op
@@ -184,11 +189,10 @@ class Contexting(Remembering):
             legend_map = dict(recalled_legend)
             unchecked: dict[tuple[str, str, int], NamespaceSpec] = {}
             for spec in specs:
-                for ref, (ents, codes), checked in self._records(spec, day, now_s):
-                    if not checked:
-                        unchecked[ref] = spec
-                    legend_map.update(codes)
-                    entries.extend(ents if every else [e for e in ents if e.section in wanted])
+                ents, codes, refs = self._namespace(spec, day, now_s)
+                unchecked.update(dict.fromkeys(refs, spec))
+                legend_map.update(codes)
+                entries.extend(ents if every else [e for e in ents if e.section in wanted])
             text, used, figures, omitted, legend, shown = fill(plan, entries, legend_map, budget)
             stale = [ref for ref in {e.ref for e in shown if e.ref in unchecked}
                      if ref is not None and not self._still(unchecked[ref], ref)]
@@ -196,6 +200,9 @@ class Contexting(Remembering):
                 break
             for ref in stale:  # the index missed a change: read the store again, without these
                 self._ctx_checked.pop(ref, None)
+            gone = {ref[0] for ref in stale}
+            for k in [k for k in self._ctx_namespaces if k[0] in gone]:
+                del self._ctx_namespaces[k]
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
         if len(renders) >= RENDERS_KEPT or any(k[5] != self.index_epoch for k in renders):
@@ -209,20 +216,45 @@ class Contexting(Remembering):
         hits, _ = self._recall(RecallOp(query, [s.name for s in specs], k=10), hrm, None)
         return hits
 
-    def _records(self, spec: NamespaceSpec, day: int, now_s: float) -> Iterable[
-            tuple[tuple[str, str, int], tuple[list[Entry], dict[str, str]], bool]]:
-        """The newest live records of ``spec`` (at most :data:`PER_NAMESPACE`),
-        through the index's order: ``((namespace, key, version), (entries,
+    def _namespace(self, spec: NamespaceSpec, day: int,
+                   now_s: float) -> tuple[list[Entry], dict[str, str], list[tuple[str, str, int]]]:
+        """The entries of ``spec``'s newest records, the codes they use, and
+        the records not read from the store this time. What the index lists
+        is asked every time; the rest is kept while that list is the same."""
+        listed = tuple(() if index is None else tuple(index.newest(spec.name, PER_NAMESPACE))
+                       for index in (self.mem_index, self.disk_index))
+        key = (spec.name, listed, day)
+        memo = self._ctx_namespaces
+        kept = memo.get(key)
+        if kept is not None:
+            return kept  # every record of it was read before: none is read now
+        entries: list[Entry] = []
+        codes: dict[str, str] = {}
+        refs: list[tuple[str, str, int]] = []
+        unchecked: list[tuple[str, str, int]] = []
+        for ref, (ents, found), checked in self._records(spec, listed, day, now_s):
+            refs.append(ref)
+            if not checked:
+                unchecked.append(ref)
+            codes.update(found)
+            entries.extend(ents)
+        if len(memo) >= NAMESPACES_KEPT:
+            memo.pop(next(iter(memo)), None)
+        memo[key] = (entries, codes, refs)
+        return entries, codes, unchecked
+
+    def _records(self, spec: NamespaceSpec, listed: tuple[tuple[tuple[str, int], ...], ...], day: int,
+                 now_s: float) -> Iterable[tuple[tuple[str, str, int], tuple[list[Entry], dict[str, str]], bool]]:
+        """The live records among ``listed`` (what each index lists for
+        ``spec``, newest first): ``((namespace, key, version), (entries,
         codes), checked)``. A record is read from the store (``checked``)
         unless the store confirmed this version in an earlier render and its
         entries are kept; then the caller checks it if its lines are shown."""
         keys = set()
         confirmed = self._ctx_checked
         cache = self._ctx_lines
-        for index in (self.mem_index, self.disk_index):
-            if index is None:
-                continue
-            for key, version in index.newest(spec.name, PER_NAMESPACE):
+        for rows in listed:
+            for key, version in rows:
                 if key in keys:
                     continue
                 ref = (spec.name, key, version)
