@@ -110,6 +110,9 @@ class TextIndex:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._stem_cache: dict[str, str] = {}
+        self._df_cache: dict[str, int] = {}
+        self._df_version: tuple[int, int] | None = None
+        self._commits = 0  # changes this connection made to the documents
 
     @property
     def persistent(self) -> bool:
@@ -178,6 +181,7 @@ class TextIndex:
         with self._locked():
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
+            self._commits += 1  # what the frequencies were read from may change
             try:
                 for ns, key in removals:
                     self._remove(db, ns, key)
@@ -374,9 +378,7 @@ class TextIndex:
             if top <= limit:
                 return list(terms)
             stems = self._stems(db, terms)
-            wanted = sorted(set(stems.values()))
-            marks, args = _in(wanted)
-            df = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN ({marks})", args).fetchall()) if wanted else {}
+            df = self._frequencies(db, set(stems.values()))
             freq = {t: df.get(stems.get(t, ""), 0) for t in terms}
             kept = [t for t in terms if freq[t] <= limit]
             if kept:
@@ -384,6 +386,24 @@ class TextIndex:
             rarest = min(terms, key=lambda t: (freq[t], t))
             # Every word is common; one in most documents ranks nothing.
             return [rarest] if freq[rarest] <= 0.5 * top else []
+
+    def _frequencies(self, db: sqlite3.Connection, stems: set[str]) -> dict[str, int]:
+        """Document frequency of each of ``stems``. FTS5 counts them by reading
+        each term's whole list of documents (35-50 us a term at 100k records),
+        so they are remembered until the index changes: a commit here (counted
+        in ``_commits``) or by another process (SQLite's ``data_version``)."""
+        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
+        cache = self._df_cache
+        if version != self._df_version or len(cache) > STEM_CACHE:
+            cache.clear()
+            self._df_version = version
+        new = sorted(stems - cache.keys())
+        if new:
+            marks, args = _in(new)
+            got = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN ({marks})", args).fetchall())
+            for t in new:
+                cache[t] = int(got.get(t, 0))
+        return {t: cache[t] for t in stems}
 
     def _stems(self, db: sqlite3.Connection, words: Sequence[str]) -> dict[str, str]:
         """``word -> stem`` as the index's tokenizer stems it (a word that is

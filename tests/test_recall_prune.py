@@ -55,3 +55,48 @@ def test_a_writer_killed_between_commit_and_log_is_caught_up_through_a_recover_e
         events, _ = long_lived.events_since(before)  # the recover entry is for derived data only
         assert [(e.op, e.key) for e in events] == [("write", "a")]
         assert {h.key for h in long_lived.recall("zqdead")} == {"a", "b", "z"}
+
+
+def test_word_frequencies_follow_every_change_to_the_index(tmp_path: Path) -> None:
+    """The pruning's document frequencies are remembered between queries,
+    yet a word that becomes common, here or through another process's
+    manager, is left out from the next query on, and one that becomes rare
+    again is searched again."""
+    from hrm_memory.storage.textindex import TextIndex
+
+    spec = NamespaceSpec("notes.text", index=("text",))
+    with MemoryManager(tmp_path, durability="flush", namespaces=[spec]) as mm:
+        n = DF_FLOOR * 2
+        for i in range(n):
+            mm.write("notes.text", f"k{i:05d}", {"text": f"filler entry number {i}"})
+        mm.recall("warm", namespaces="notes.text")
+        index = TextIndex(tmp_path / "index")
+        try:
+            assert index.selective(["quokka", "entry"]) == ["quokka"]  # 'entry' is in every document
+            assert index.selective(["quokka", "filler"]) == ["quokka"]
+            assert index.selective(["quokka", "zebra"]) == ["quokka", "zebra"]
+            # 'zebra' becomes common through the other manager: this index sees it at once.
+            for i in range(DF_FLOOR + 1):
+                mm.write("notes.text", f"k{i:05d}", {"text": f"zebra entry {i}"})
+            mm.recall("warm", namespaces="notes.text")
+            assert index.selective(["quokka", "zebra"]) == ["quokka"]
+            # and rare again
+            for i in range(DF_FLOOR + 1):
+                mm.delete("notes.text", f"k{i:05d}")
+            mm.recall("warm", namespaces="notes.text")
+            assert index.selective(["quokka", "zebra"]) == ["quokka", "zebra"]
+        finally:
+            index.close()
+    # Changes made by this very index's connection clear what it remembered too.
+    own = TextIndex(None)
+    try:
+        from hrm_memory.recall import Doc
+
+        docs = [Doc("a.b", f"k{i}", 1, 1, 1, "warm", None, 0.5, "moth", "") for i in range(DF_FLOOR * 3)]
+        own.apply(docs, [])
+        assert own.selective(["moth", "lynx"]) == ["lynx"]
+        own.apply([], [("a.b", f"k{i}") for i in range(DF_FLOOR * 3)])
+        own.apply([Doc("a.b", "x", 1, 1, 1, "warm", None, 0.5, "lynx", "")], [])
+        assert own.selective(["moth", "lynx"]) == ["moth", "lynx"]
+    finally:
+        own.close()
