@@ -105,10 +105,12 @@ SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_session", "created", "updated",
                           "mentions", "index", "validated", "kind", "importance", "type", "category", "data",
-                          "n", "duration_exchanges", "time"})
+                          "n", "duration_exchanges", "time", "last_update", "session_count"})
 #: Fields that are the entry itself: written without their name.
 _TEXT_FIELDS = frozenset({"text", "observation", "summary", "name", "content", "details", "note", "date"})
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+_BARE = re.compile(r"[\w$.+/-]{1,40}")  # a code: one word, no spaces, no ':'
+GROUP = 12  # codes a line
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,11 +329,11 @@ class Contexting(Remembering):
                 tables.update(table)
         if isinstance(value, list):
             items = value[-PER_FIELD:][::-1] if label in ("observations", "observed", "sessions") else value
-            return [_flat(v, now_s, codes, tables, legend) for v in items if v not in (None, "", [], {})]
+            return _grouped([_flat(v, now_s, codes, tables, legend) for v in items if v not in (None, "", [], {})])
         if isinstance(value, dict) and value and all(_score(v) is not None for v in value.values()):
             ranked = sorted(value.items(), key=lambda kv: (-float(kv[1]), kv[0]))
             shown = [k for k, v in ranked if float(v) >= SHOW_SCORE]
-            return [_code(k, codes, tables, legend) for k in shown]
+            return _grouped([_code(k, codes, tables, legend) for k in shown])
         if isinstance(value, dict) and label in ("people", "entities_people"):
             inner = value.get("people", value) if isinstance(value.get("people"), dict) else value
             out = []
@@ -366,6 +368,28 @@ def _section_of_kind(kind: str | None) -> str | None:
 def _is_leafy(value: dict[str, Any]) -> bool:
     """A record that reads as one entry (a memory, a person), not a document of sections."""
     return not any(f in FIELD_SECTIONS for f in value)
+
+
+def _grouped(lines: list[str]) -> list[str]:
+    """Runs of bare codes (one word each) as lines of up to :data:`GROUP`,
+    joined by ", ": a bullet and a line break cost two tokens, about what
+    a code itself costs."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in lines:
+        if _BARE.fullmatch(line):
+            run.append(line)
+            if len(run) == GROUP:
+                out.append(", ".join(run))
+                run = []
+            continue
+        if run:
+            out.append(", ".join(run))
+            run = []
+        out.append(line)
+    if run:
+        out.append(", ".join(run))
+    return out
 
 
 def _score(v: Any) -> float | None:
