@@ -99,6 +99,44 @@ def _smallest(mm: MemoryManager, facts: Sequence[tuple[str, str]], args: argpars
     return None
 
 
+def same_information(mm: MemoryManager, root: Path, args: argparse.Namespace,
+                     v1_facts: Sequence[tuple[str, str]], v2_facts: Sequence[tuple[str, str]],
+                     v1_tokens: int, v2_tokens: int) -> list[list[object]]:
+    """``context()`` of a store holding only what each legacy prompt prints
+    (v1: the north stars and priorities, the pending commitments and active
+    threads, the two newest conversation summaries; v2: the compressed state,
+    all of which it prints), so that both sides carry the same information:
+    the tokens of everything rendered (with and without the legend of codes,
+    which v2 does not carry), the smallest budget keeping every checked fact,
+    and the checked facts' own text, one per line, with no markup at all: no
+    rendering of them can be shorter, whatever its format."""
+    stars: dict[str, Any] = mm.read("shared.north_stars", "v1") or {}
+    context: dict[str, Any] = mm.read("altitude.context", "context") or {}
+    state: dict[str, Any] = mm.read("altitude.compressed", "state") or {}
+    talks = sorted(mm.query("altitude.conversations"), key=lambda r: r.key, reverse=True)[:2]
+    v1_records = [
+        ("shared.north_stars", "v1", {k: stars[k] for k in ("north_stars", "current_priorities") if k in stars}),
+        ("altitude.context", "context", {k: context[k] for k in ("pending_commits", "active_threads") if k in context}),
+        *[("altitude.conversations", r.key, {"summary": r.value.get("summary", "")}) for r in talks],
+    ]
+    v2_records = [("altitude.compressed", "state", state)]
+    rows: list[list[object]] = []
+    for label, records, facts in (("v1", v1_records, v1_facts), ("v2", v2_records, v2_facts),
+                                  ("v1 + v2", v1_records + v2_records, [*v1_facts, *v2_facts])):
+        with MemoryManager(root / label.replace(" ", ""), durability="flush") as only:
+            for ns, key, value in records:
+                only.write(ns, key, value)
+            whole = only.context("altitude", budget=1_000_000, now=args.now)
+            legend = sum(count(f"- {c}={t}") for c, t in whole.legend.items())
+            smallest = _smallest(only, facts, args)
+            bound = count("\n".join(f for _, f in facts))
+            rows.append([label, f"{whole.tokens:,}", f"{whole.tokens - legend:,}",
+                         "-" if smallest is None else f"{smallest.tokens:,} (budget {smallest.budget:,})",
+                         f"{bound:,}", f"{1 - bound / v1_tokens:.0%}", f"{(whole.tokens - legend) / v1_tokens:.2f}",
+                         f"{(whole.tokens - legend) / v2_tokens:.2f}"])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--legacy", type=Path, default=DEFAULT_LEGACY)
@@ -156,11 +194,17 @@ def main(argv: list[str] | None = None) -> int:
             scans.append([label, "-" if ctx is None else f"{ctx.budget:,}", "-" if ctx is None else f"{ctx.tokens:,}",
                           "-" if ctx is None else f"{ctx.tokens / v1_tokens:.2f}",
                           "-" if ctx is None else f"{ctx.tokens / v2_tokens:.2f}"])
+        same = same_information(mm, Path(tmp), args, v1_facts, v2_facts, v1_tokens, v2_tokens)
         print(f"legacy data: {args.legacy} (migrated in {migrated_s:.1f} s into a temporary root); "
               f"now = {args.now:.0f}; counter: {tokenizer_info()['counter']} {tokenizer_info()['encoding']}\n")
         print(md_table(["prompt", "tokens", "v1 facts kept", "v2 facts kept", "tokens / v1", "tokens / v2"], rows))
         print(f"\nSmallest budget (scan in steps of {args.step} up to {args.max_budget:,}) whose text holds:\n")
         print(md_table(["facts", "budget", "tokens", "tokens / v1", "tokens / v2"], scans))
+        print("\nThe same information only: a store holding just what each legacy prompt prints (see"
+              " same_information()); every section rendered, unlimited budget:\n")
+        print(md_table(["information of", "context() tokens", "without the legend", "smallest keeping every fact",
+                        "the facts alone (lower bound)", "best saving vs v1 the bound allows",
+                        "tokens / v1 (no legend)", "tokens / v2 (no legend)"], same))
         print()
         for label, facts in (("v1", v1_facts), ("v2", v2_facts)):
             kinds: dict[str, int] = {}
