@@ -203,8 +203,8 @@ class Contexting(Remembering):
             for ref in stale:  # the index missed a change: read the store again, without these
                 self._ctx_checked.pop(ref, None)
             gone = {ref[0] for ref in stale}
-            for k in [k for k in self._ctx_namespaces if k[0] in gone]:
-                del self._ctx_namespaces[k]
+            for k in [k for k in list(self._ctx_namespaces) if k[0] in gone]:
+                self._ctx_namespaces.pop(k, None)
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
         if len(renders) >= RENDERS_KEPT or any(k[5] != self.index_epoch for k in renders):
@@ -241,7 +241,7 @@ class Contexting(Remembering):
             codes.update(found)
             entries.extend(ents)
         if len(memo) >= NAMESPACES_KEPT:
-            memo.pop(next(iter(memo)), None)
+            _evict(memo)
         memo[key] = (entries, codes, refs)
         return entries, codes, unchecked
 
@@ -271,7 +271,7 @@ class Contexting(Remembering):
                     updated = st.updated_us
                     lines = self._lines_of(spec, st, day, now_s)
                     if len(confirmed) >= CACHE_RECORDS:
-                        confirmed.pop(next(iter(confirmed)), None)
+                        _evict(confirmed)
                     confirmed[ref] = updated
                 keys.add(key)
                 yield ref, lines, checked
@@ -289,7 +289,7 @@ class Contexting(Remembering):
                       for j, (section, text) in enumerate(self._record_entries(spec, st.key, value, now_s, found))],
                      found)
             if len(cache) >= CACHE_RECORDS:
-                cache.pop(next(iter(cache)), None)
+                _evict(cache)
             cache[ref] = lines
         return lines
 
@@ -349,6 +349,14 @@ class Contexting(Remembering):
         named = isinstance(value, dict) and str(value.get("name", "")).lower() == (key or "").lower()
         labelled = key and not named and isinstance(value, (dict, list)) and len(key) <= 24
         return [f"{key}: {line}" if labelled else line]
+
+
+def _evict(kept: dict[Any, Any]) -> None:
+    """Drop the oldest of ``kept`` (another thread's render may be at it too)."""
+    try:
+        kept.pop(next(iter(kept)), None)
+    except (StopIteration, RuntimeError):
+        pass
 
 
 def _context_attrs(span: OpSpan | None, ctx: Context, budget: int, query: str | None) -> Attrs:
