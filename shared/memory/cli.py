@@ -342,16 +342,6 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hrm-memory",
@@ -421,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ttl", type=_positive_seconds, metavar="SECONDS",
                    help="seconds after the last update before archive moves a record to the cold tier")
     s.add_argument("--consent", choices=CONSENT_CATEGORIES, help="consent category gating persistence")
-    s.add_argument("--max-keys", type=_at_least_one, metavar="N", help="keep at most N keys")
+    s.add_argument("--max-keys", type=cli_recall.int_in(1), metavar="N", help="keep at most N keys")
     s.add_argument("--description", default="", metavar="TEXT")
     s = sub.add_parser("undeclare", help="forget a run-time namespace (refused while it holds data, unless --purge)")
     s.add_argument("namespace")

@@ -12,16 +12,17 @@ from .textfmt import EXIT_NOT_FOUND, EXIT_OK, table
 from .textfmt import dump_json as _dump
 
 
-def _int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse type: an integer in ``lo..hi``."""
+def int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (at least ``lo`` without ``hi``)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected an integer in {lo}..{hi}, got {text!r}")
+        if value < lo or (hi is not None and value > hi):
+            wanted = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"expected an integer {wanted}, got {text!r}")
         return value
 
     return parse
@@ -31,7 +32,7 @@ def register(sub: Any) -> None:
     s = sub.add_parser("recall", help="memories matching a query by meaning, best first (exit 1 if none)")
     s.add_argument("query", help="what to recall, in plain words")
     s.add_argument("--ns", action="append", metavar="GLOB", help="namespace glob to search (repeatable; default all)")
-    s.add_argument("-k", type=_int_in(1, 1000), default=10, help="how many hits (default 10)")
+    s.add_argument("-k", type=int_in(1, 1000), default=10, help="how many hits (default 10)")
     s.add_argument("--kind", action="append", help="keep memories of this kind (repeatable)")
     s.add_argument("--cold", action="store_true", help="search archived records at once")
     s.add_argument("--explain", action="store_true", help="say why each hit ranked where it did")
@@ -64,7 +65,7 @@ def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
 def register_context(sub: Any) -> None:
     s = sub.add_parser("context", help="an HRM's memory as a prompt within a token budget")
     s.add_argument("hrm", help="the HRM whose memory to render, e.g. altitude")
-    s.add_argument("--budget", type=_int_in(0, 1_000_000), default=2000, help="tokens at most (o200k; default 2000)")
+    s.add_argument("--budget", type=int_in(0, 1_000_000), default=2000, help="tokens at most (o200k; default 2000)")
     s.add_argument("--query", help="lead with memories recalled for this query")
     s.add_argument("--section", action="append", help="keep only this section (repeatable)")
 
