@@ -47,8 +47,8 @@ CREATE TABLE IF NOT EXISTS docs(
     UNIQUE(ns, key)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, tokenize='porter unicode61 remove_diacritics 2');
-CREATE INDEX IF NOT EXISTS docs_recent ON docs(ns, updated_us);
 CREATE INDEX IF NOT EXISTS docs_newest ON docs(ns, updated_us DESC, key, tier, version);
+DROP INDEX IF EXISTS docs_recent;
 CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """

@@ -102,3 +102,22 @@ def test_search_reads_one_snapshot(tmp_path: Path) -> None:
         assert index.search('"quartz"', ["a.notes"], cold=False, limit=5) == []  # no row left: nothing served
     finally:
         index.close()
+
+
+def test_the_older_time_index_is_dropped_on_open(tmp_path: Path) -> None:
+    """docs_newest covers what docs_recent served (namespace, then time):
+    an index file made before it loses the redundant one when opened."""
+    index = TextIndex(tmp_path)
+    index.apply([Doc("a.notes", "k1", 1, 1, 1, "warm", None, 0.5, "quartz", "a")], [])
+    index.close()
+    db = sqlite3.connect(str(tmp_path / "recall.db"))
+    db.execute("CREATE INDEX docs_recent ON docs(ns, updated_us)")
+    db.commit()
+    db.close()
+    index = TextIndex(tmp_path)
+    try:
+        assert [r.key for r in index.search('"quartz"', ["a.notes"], cold=False, limit=5, since_us=1)] == ["k1"]
+        names = {n for (n,) in index._conn().execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert "docs_recent" not in names and "docs_newest" in names
+    finally:
+        index.close()
