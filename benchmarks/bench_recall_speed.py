@@ -20,8 +20,9 @@ Per size (10k, 100k, 1M, capped by ``--max-n``):
   which indexes everything written since the last one (the write path only
   noted the keys): the deferred cost, reported in total and per record;
 - *first recall in a new process* (a fresh ``MemoryManager`` on the root):
-  the index is current, but the first recall of a process reconciles it
-  with the store's key list;
+  the index is current; the process opens it and reads the change log
+  from the index's cursor (no key list is compared unless a dead writer
+  left a ``recover`` entry);
 - *steady state*: p50/p99 as above, lexical;
 - *hybrid* (10k and 100k): ``MemoryManager(embed=...)`` with a deterministic
   hashing-trick embedder (words hashed into 64 dimensions, signed), the
@@ -51,6 +52,7 @@ from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory import recall_text as rt
+from hrm_memory.storage.textindex import TextIndex
 
 from .harness import (
     DEFAULT_BENCH_DIR,
@@ -176,13 +178,19 @@ def latencies(mm: MemoryManager, queries: Sequence[str], reps: int) -> tuple[lis
 
 
 def fts_floor(root: Path, queries: Sequence[str], reps: int) -> float:
-    """p50 of the bare FTS5 query recall starts from (the same terms, OR-ed,
-    best 50 by bm25, rowids only: no join, no check against the store, no
+    """p50 of the bare FTS5 query recall starts from (the same terms after
+    pruning, OR-ed,
+    best 25 by bm25 with recall's column weights, as recall's first try ranks them,
+    rowids and scores only: no join, no check against the store, no
     ranking signals, one stage): the floor under recall's latency."""
     db = sqlite3.connect(f"file:{root / 'index' / 'recall.db'}?mode=ro", uri=True)
     try:
-        sql = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT 50"
-        matches = [rt.fts_query(rt.query_terms(q)) for q in queries]
+        sql = "SELECT rowid, bm25(fts, 1.0, 0.4) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT 25"
+        index = TextIndex(root / "index")  # recall's own pruning of common words
+        try:
+            matches = [rt.fts_query(index.selective(rt.query_terms(q)) or rt.query_terms(q)) for q in queries]
+        finally:
+            index.close()
         for m in matches:
             db.execute(sql, (m,)).fetchall()
         samples = []
@@ -314,10 +322,10 @@ def report(rows: list[dict[str, Any]], wp: dict[str, float], info: dict[str, str
         f"- {verdict}.",
         ("- *First recall after building* is the deferred cost of the index: the writes only noted their keys, "
          "and the first recall indexed all of them (read back from the store, text extracted, inserted into "
-         "FTS5, one transaction). *New process*: the index was current; a process's first recall reconciles it "
-         f"with the store's key list. *Function words only*: queries such as {examples}: with nothing else "
+         "FTS5, one transaction). *New process*: the index was current; a new process's first recall opens it "
+         f"and reads the change log from its cursor. *Function words only*: queries such as {examples}: with nothing else "
          "left, recall searches for them, and they match nearly every record. *Bare FTS5*: the same queries' "
-         "terms, OR-ed, best 50 by bm25 straight from the index file (no join, no check against the store, no "
+         "terms, OR-ed, best 25 by bm25 straight from the index file (no join, no check against the store, no "
          "ranking signals, one stage): the floor under recall's latency."),
         (f"- Write path (`mm.write`, `durability=\"flush\"`, {wp['blocks']} alternating blocks of {wp['n']:,} "
          f"writes): indexed namespace {wp['indexed_us']:.1f} us per write, no index {wp['plain_us']:.1f} us: "
