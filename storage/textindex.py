@@ -179,6 +179,9 @@ class TextIndex:
     def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
         """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction."""
         with self._locked():
+            if not upserts and not meta and self.path is None and (
+                    self._db is None or self._db.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None):
+                return  # removals from an empty index (the in-memory one, most of the time)
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
             self._commits += 1  # what the frequencies were read from may change
