@@ -9,7 +9,11 @@ Two roles, two small classes:
   update time), so a stale entry is never served.
 
 Values are kept as their JSON bytes, so nothing a caller does to a returned
-object can change what is stored.
+object can change what is stored. A hot record written through the pipeline
+also keeps a private copy of the value with its copy plan
+(``hrm_memory.values.snapshot``): a read then copies the containers (C-level
+``copy()`` calls) instead of decoding the JSON; the copy shares no container
+with the private one, so the promise holds.
 """
 
 from __future__ import annotations
@@ -17,8 +21,18 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Any
 
-from hrm_memory.records import Finding, Stored
+from hrm_memory.records import MISSING, Finding, Stored
+
+#: One hot record, as a plain tuple: the fields of its ``Stored`` (key,
+#: version, created_us, updated_us, value bytes, "hot"), then a private copy
+#: of the value (MISSING when none was given: decode the bytes) and that
+#: copy's plan. Not a ``Stored`` itself: a plain tuple of immutable fields
+#: is not tracked by the garbage collector, a NamedTuple always is.
+Entry = tuple[str, int, int, int, bytes, str, Any, Any]
+
+_new = tuple.__new__  # Stored(...) without the Python-level __new__ of a NamedTuple
 
 
 class HotTier:
@@ -26,48 +40,70 @@ class HotTier:
     capabilities: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[str, Stored]] = {}
+        self._data: dict[str, dict[str, Entry]] = {}
         self._versions: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def get(self, namespace: str, key: str) -> Stored | None:
         ns = self._data.get(namespace)
+        entry = None if ns is None else ns.get(key)
+        return None if entry is None else _new(Stored, entry[:6])
+
+    def entry(self, namespace: str, key: str) -> Entry | None:
+        """The :data:`Entry` of ``key`` (its ``Stored`` fields, then the
+        private copy of its value or MISSING, and the copy plan), or None.
+        The private copy is never to be handed out: ``values.clone`` it."""
+        ns = self._data.get(namespace)
         return None if ns is None else ns.get(key)
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int, base_version: int = 0) -> Stored:
+    def put(
+        self,
+        namespace: str,
+        key: str,
+        value: bytes,
+        now_us: int,
+        base_version: int = 0,
+        obj: Any = MISSING,
+        plan: Any = None,
+    ) -> Stored:
         """Store ``value``; its version follows the previous one here, or
-        ``base_version`` (the version the key has in another tier) if higher."""
+        ``base_version`` (the version the key has in another tier) if higher.
+        ``obj`` and ``plan``: a private copy of the decoded value and its
+        copy plan (``hrm_memory.values.snapshot``), kept for reads."""
         with self._lock:
             ns = self._data.get(namespace)
             if ns is None:
                 ns = self._data[namespace] = {}
             old = ns.get(key)
             if old is not None:
-                stored = Stored(key, max(old.version, base_version) + 1, old.created_us, now_us, value, "hot")
+                version = (old[1] if old[1] > base_version else base_version) + 1
+                created = old[2]
             else:
-                version = max(self._versions.pop((namespace, key), 0), base_version) + 1
-                stored = Stored(key, version, now_us, now_us, value, "hot")
-            ns[key] = stored
-            return stored
+                gone = self._versions.pop((namespace, key), 0) if self._versions else 0
+                version = (gone if gone > base_version else base_version) + 1
+                created = now_us
+            ns[key] = (key, version, created, now_us, value, "hot", obj, plan)
+            return _new(Stored, (key, version, created, now_us, value, "hot"))
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
         with self._lock:
             ns = self._data.get(namespace)
-            old = None if ns is None else ns.pop(key, None)
-            if old is not None:
-                # Versions keep counting across delete and re-create, as in warm.
-                self._versions[(namespace, key)] = old.version + 1
-            return old
+            entry = None if ns is None else ns.pop(key, None)
+            if entry is None:
+                return None
+            # Versions keep counting across delete and re-create, as in warm.
+            self._versions[(namespace, key)] = entry[1] + 1
+            return _new(Stored, entry[:6])
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         ns = self._data.get(namespace)
-        return iter(list(ns.values())) if ns else iter(())
+        return iter([_new(Stored, e[:6]) for e in ns.values()]) if ns else iter(())
 
     def oldest(self, namespace: str, n: int) -> list[Stored]:
         """The ``n`` records created first (a dict keeps insertion order, and
         an update keeps a key's place, so this is creation order)."""
         ns = self._data.get(namespace) or {}
-        return [st for st, _ in zip(ns.values(), range(n))]
+        return [_new(Stored, e[:6]) for e, _ in zip(ns.values(), range(n))]
 
     def count(self, namespace: str) -> int:
         return len(self._data.get(namespace) or ())

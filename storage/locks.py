@@ -222,7 +222,8 @@ class NamespaceLocks:
         Raises :class:`LockTimeout` (a ``TimeoutError``) after ``timeout`` s,
         or at once when ``wait`` is False and another process holds it."""
         if not (self.cross_process if cross_process is None else cross_process):
-            return self.thread_lock(namespace)
+            lock = self._threads.get(namespace)
+            return lock if lock is not None else self.thread_lock(namespace)
         return _Held(self, namespace, None if wait else 0.0)
 
     def close(self) -> None:

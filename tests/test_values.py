@@ -472,3 +472,68 @@ def test_returned_values_are_copies(mm: MemoryManager) -> None:
         got["list"].append(3)
         got["extra"] = True
         assert mm.read(ns, "k") == {"list": [1, 2]}
+
+
+def _containers(v: Any) -> list[Any]:
+    """Every dict and list in ``v`` (``v`` included)."""
+    found: list[Any] = []
+    if type(v) is dict:
+        found.append(v)
+        for x in v.values():
+            found += _containers(x)
+    elif type(v) is list:
+        found.append(v)
+        for x in v:
+            found += _containers(x)
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values)
+def test_snapshot_and_clone(value: Any) -> None:
+    """The hot tier's private copy (issue 13): ``snapshot`` accepts what
+    ``_exact`` accepts, its clone is identical to the value and shares no
+    container with the value, the snapshot or another clone."""
+    from hrm_memory import values
+
+    snap = values.snapshot(value)
+    assert snap is not None
+    obj, plan = snap
+    one, two = values.clone(obj, plan), values.clone(obj, plan)
+    assert_identical(one, value)
+    assert_identical(two, value)
+    seen = [id(c) for v in (value, one, two) for c in _containers(v)]
+    assert len(seen) == len(set(seen))
+    # An exact copy of a refused value is refused too, at any depth.
+    for bad in (float("nan"), float("inf"), (1,), Color.RED, uuid.UUID(int=1)):
+        planted, _ = _plant(value, bad, len(seen))
+        assert values.snapshot(planted) is None
+        assert not values._exact(planted)
+
+
+def test_hot_reads_share_nothing_with_the_store(mm: MemoryManager) -> None:
+    """A hot value changed by its writer after the write, or by a reader in
+    any nested container, leaves what the store holds unchanged."""
+    value: Any = {"a": [1, {"b": [2.5, "x"], "c": {}}], "d": [[]], "e": "s"}
+    mm.write(HOT, "k", value)
+    value["a"][1]["b"].append(3)
+    value["d"][0].append(1)
+    expected = {"a": [1, {"b": [2.5, "x"], "c": {}}], "d": [[]], "e": "s"}
+    for _ in range(2):
+        got = mm.read(HOT, "k")
+        assert_identical(got, expected)
+        for c in _containers(got):
+            if type(c) is dict:
+                c["new"] = 1
+            else:
+                c.append(0)
+    assert_identical(mm.read(HOT, "k"), expected)
+    for top in ([[1], 2], [], 5, "s", None):
+        mm.write(HOT, "t", top)
+        got = mm.read(HOT, "t")
+        assert_identical(got, top)
+        if type(got) is list:
+            got.append(9)
+            if got and type(got[0]) is list:
+                got[0].append(9)
+        assert_identical(mm.read(HOT, "t"), top)

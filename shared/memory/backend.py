@@ -79,7 +79,22 @@ class HotStore(Protocol):
 
     def get(self, namespace: str, key: str) -> Stored | None: ...
 
-    def put(self, namespace: str, key: str, value: bytes, now_us: int, base_version: int = 0) -> Stored: ...
+    def entry(self, namespace: str, key: str) -> tuple[Any, ...] | None:
+        """The record as one plain tuple: the six fields of its ``Stored``,
+        then the private copy of the value ``put`` was given (or MISSING)
+        and its copy plan (see ``hrm_memory.values.snapshot``)."""
+        ...
+
+    def put(
+        self,
+        namespace: str,
+        key: str,
+        value: bytes,
+        now_us: int,
+        base_version: int = 0,
+        obj: Any = ...,
+        plan: Any = None,
+    ) -> Stored: ...
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None: ...
 

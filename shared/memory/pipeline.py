@@ -23,6 +23,7 @@ event dispatch. Everything on disk (or on a server) is behind
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -59,13 +60,17 @@ from .ops import (
     UndeclareOp,
     UpdateOp,
 )
-from .records import Event, Record, Stored
+from .records import MISSING, Event, Record, Stored
 from .spec import (
     NamespaceSpec,
     check_key,
 )
 from .steps import DECLARATIONS_RECHECK, GLOB, Attrs, _monotonic, now_us
 from .tracing import OpSpan, current_trace_id, otel_api
+from .values import clone, encode_snapshot
+
+_time_ns = time.time_ns
+_new = tuple.__new__  # a Stored from a hot entry's fields, without a Python-level __new__
 
 #: A handler: (pipeline, op, scope, span) -> (result, span attributes).
 Handler = Callable[["Pipeline", Any, "str | None", "OpSpan | None"], "tuple[Any, Attrs]"]
@@ -144,7 +149,28 @@ class Pipeline(Admin):
             check_key(key, namespace)
         if scope is not None:
             self._may_read(scope, namespace)
-        stored = self.hot.get(namespace, key) if spec.tier == "hot" else self.lookup(spec, key)
+        stored: Stored | None
+        if spec.tier == "hot":
+            entry = self.hot.entry(namespace, key)
+            if entry is None:
+                return default, (None if span is None else self._read_attrs(spec, None))
+            obj = entry[6]
+            if obj is not MISSING:  # a private copy of the stored form: copy its containers
+                plan = entry[7]
+                if plan is None:
+                    value = obj  # a scalar
+                elif plan:
+                    value = clone(obj, plan)
+                else:  # a container of scalars: one C-level copy, no call of clone
+                    value = list(obj) if type(obj) is tuple else obj.copy()
+                if not compact and spec.codec is not None:
+                    codec = self.codec(spec)
+                    if codec is not None:
+                        value = codec.expand(value)
+                return value, (None if span is None else self._read_attrs(spec, _new(Stored, entry[:6])))
+            stored = _new(Stored, entry[:6])
+        else:
+            stored = self.lookup(spec, key)
         attrs = None if span is None else self._read_attrs(spec, stored)
         if stored is None:
             return default, attrs
@@ -174,10 +200,22 @@ class Pipeline(Admin):
             check_key(key, namespace)
         if scope is not None:
             self._may_write(scope, spec)
-        data, saved = self._encode(spec, key, value)
-        with self.backend.lock(spec.name):
-            stored = self._commit(spec, key, data, imported)
-            self.bus.record("write", spec.name, key, stored.version, trace_id, stored.tier != "hot")
+        if spec.tier == "hot" and spec.codec is None:
+            # A hot record keeps a private copy of its value for reads (see _get).
+            data, obj, plan = encode_snapshot(value, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+            if spec.schema is not None:
+                self.schemas.validate(spec, key, value)
+            saved: Any = 0
+            bus = self.bus
+            with self.backend.lock(spec.name):
+                stored = self.hot.put(spec.name, key, data, _time_ns() // 1000, 0, obj, plan)
+                if bus._subs or spec.name in bus.indexed:  # else record() has nothing to do
+                    bus.record("write", spec.name, key, stored.version, trace_id, False)
+        else:
+            data, saved = self._encode(spec, key, value)
+            with self.backend.lock(spec.name):
+                stored = self._commit(spec, key, data, imported)
+                self.bus.record("write", spec.name, key, stored.version, trace_id, stored.tier != "hot")
         if spec.max_keys is not None and stored.created_us == stored.updated_us:
             self._enforce_cap(spec, trace_id)  # only a new key can exceed the cap
         attrs = None

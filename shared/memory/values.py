@@ -17,7 +17,7 @@ to name the offending part.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Union
 
 import orjson
 
@@ -53,6 +53,91 @@ def encode(value: Any, *, limit: int, namespace: str | None = None, key: str | N
             size=len(data),
         )
     return data
+
+
+#: How to copy a private snapshot (see :func:`snapshot`) into a value that
+#: shares nothing mutable with it: None for a scalar (immutable: hand it out
+#: as is); else the container is copied (a snapshot keeps a list as a tuple:
+#: ``list(t)``; a dict: ``d.copy()``) and then each ``(key or index,
+#: sub-plan)`` entry, the nested containers only (``()``: a container of
+#: scalars, one C-level copy).
+Plan = Union[tuple[tuple[Any, "Plan"], ...], None]
+
+
+def encode_snapshot(
+    value: Any, *, limit: int, namespace: str | None = None, key: str | None = None
+) -> tuple[bytes, Any, Plan]:
+    """Like :func:`encode`, and also a private copy of ``value`` (sharing no
+    container with it) and its copy plan, from the one walk that checks the
+    types: what the hot tier keeps so that a read is :func:`clone` (shallow
+    C-level copies of the containers only) instead of a JSON decode."""
+    try:
+        data = orjson.dumps(value, option=_DUMP_OPTS)
+    except orjson.JSONEncodeError:
+        data = None
+    snap = None if data is None else snapshot(value)
+    if snap is None:
+        encode(value, limit=limit, namespace=namespace, key=key)  # raises, naming the offending part
+        raise AssertionError("unreachable: encode accepted a value snapshot refused")  # pragma: no cover
+    if len(data) > limit:  # type: ignore[arg-type]
+        encode(value, limit=limit, namespace=namespace, key=key)  # raises ValueTooLarge
+    return data, snap[0], snap[1]  # type: ignore[return-value]
+
+
+def snapshot(value: Any) -> tuple[Any, Plan] | None:
+    """``(copy, plan)`` if every part of ``value`` is exactly a JSON type
+    (the test of :func:`_exact`, to be run after ``orjson.dumps`` accepted
+    the value), else None. The copy shares no container with ``value``
+    (scalars are immutable, so they are shared); its lists are tuples (JSON
+    has none, so a tuple can only be a list), so that once the garbage
+    collector has seen a snapshot of plain data it stops tracking it, and
+    nothing can change it in place; ``plan`` says where its nested
+    containers are, for :func:`clone`."""
+    kind = type(value)
+    if kind is dict:
+        copy: Any = value.copy()
+        items: Any = copy.items()
+    elif kind is list:
+        copy = tuple(value)
+        items = enumerate(copy)
+    elif kind is str or kind is int or value is None or kind is bool or (kind is float and value - value == 0.0):
+        return value, None
+    else:
+        return None
+    plan: tuple[tuple[Any, Plan], ...] = ()
+    for k, x in items:
+        t = type(x)
+        if t is str or t is int or x is None or t is bool:
+            continue
+        if t is float:
+            if x - x != 0.0:
+                return None
+            continue
+        if t is dict or t is list:
+            sub = snapshot(x)
+            if sub is None:
+                return None
+            if type(copy) is tuple:
+                copy = list(copy)  # enumerate goes on over the tuple
+            copy[k] = sub[0]  # an existing key's value: no resize, so the iteration is safe
+            plan += ((k, sub[1]),)
+            continue
+        return None
+    if type(copy) is list:
+        copy = tuple(copy)
+    return copy, plan
+
+
+def clone(obj: Any, plan: Plan) -> Any:
+    """A value equal to the snapshot ``obj`` that shares no container with
+    it (see :data:`Plan`)."""
+    if plan is None:
+        return obj
+    copy = list(obj) if type(obj) is tuple else obj.copy()
+    for k, sub in plan:
+        x = copy[k]
+        copy[k] = clone(x, sub) if sub else list(x) if type(x) is tuple else x.copy()
+    return copy
 
 
 def _exact(value: Any) -> bool:
