@@ -18,9 +18,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from .fsutil import frame, unframe
+from .fsutil import frame
 
 N_BUCKETS = 64
+_crc32 = zlib.crc32
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -34,19 +35,34 @@ def encode_line(op: str, key: str, version: int, created: int, updated: int, val
 
 def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
     """``(header, value)`` of a line whose checksum holds, else None."""
-    body = unframe(line)
-    if body is None:
+    header = header_of(line)
+    if header is None:
         return None
-    tab = body.find(b"\t")
+    return header, line[line.find(b"\t", 9) + 1 :]
+
+
+def header_of(line: bytes) -> list[Any] | None:
+    """The header of a line whose checksum holds, else None: ``parse_line``
+    without the copy of the value (what an index scan needs). The checksum
+    test is ``fsutil.unframe``'s, spelled out (a call fewer per line)."""
+    if len(line) < 10 or line[8] != 32:  # b" "
+        return None
+    view = memoryview(line)
+    try:
+        if int(line[:8], 16) != _crc32(view[9:]):
+            return None
+    except ValueError:
+        return None
+    tab = line.find(b"\t", 9)
     if tab < 0:
         return None
     try:
-        header = orjson.loads(body[:tab])
+        header = orjson.loads(view[9:tab])
     except orjson.JSONDecodeError:
         return None
     if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
         return None
-    return header, body[tab + 1 :]
+    return header
 
 
 def salvage(line: bytes) -> tuple[str, int] | None:
