@@ -169,6 +169,8 @@ class Pipeline(Admin):
                         value = codec.expand(value)
                 return value, (None if span is None else self._read_attrs(spec, _new(Stored, entry[:6])))
             stored = _new(Stored, entry[:6])
+        elif spec.consent is None:
+            stored = self.backend.get(spec.name, key)  # lookup(), for a namespace without a session-only copy
         else:
             stored = self.lookup(spec, key)
         attrs = None if span is None else self._read_attrs(spec, stored)
