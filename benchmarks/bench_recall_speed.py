@@ -131,6 +131,14 @@ class Corpus:
         return out
 
 
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def hashing_embedder(texts: list[str]) -> list[list[float]]:
     """Words hashed into 64 signed dimensions (deterministic, no model)."""
     out = []
@@ -305,17 +313,17 @@ def report(rows: list[dict[str, Any]], wp: dict[str, float], info: dict[str, str
         "",
         f"`{command}` (`benchmarks/bench_recall_speed.py`), {info['date']}, revision {info['hrm-memory revision']}.",
         (f"Machine: {info['cpu']} (2 cores), {info['memory']}, {info['os']}, {info['python']}; bench dir "
-         f"{info['bench dir']}. **Noisy**: four other agents were building and testing on the same 2 cores "
-         f"(other processes used {other_load:.0%} of the CPUs over the run; load average at start "
-         f"{info['load average at start (1/5/15 min)']}), so the figures are upper bounds."),
+         f"{info['bench dir']}. Other processes used {other_load:.0%} of the CPUs over the run (load average at "
+         f"start {info['load average at start (1/5/15 min)']})"
+         + ("; **noisy**: the figures are upper bounds." if other_load >= 0.10 else ": a quiet machine.")),
         "",
         ("Data: one namespace `bench.text` (`index=(\"text\",)`, `kind=\"semantic\"`), one record "
          "`{\"text\": sentence}` per key; sentences of 6-18 words from a 30,040-word vocabulary (40 English "
          f"function words first) with Zipfian frequencies (s = {ZIPF_S}), fixed seed. Queries: {n_queries} of "
          "2-4 content words with the same frequencies, half of them with a rare word (rank 5,000+), half led by "
          f"a function word; each run once untimed, then {reps} times timed; `k=10`, lexical unless said. Hybrid: "
-         "`MemoryManager(embed=...)` with a hashing-trick embedder (64 signed dimensions, no model), fused by "
-         f"reciprocal rank; its p50/p99 are over {hybrid_counts or 'no size'}, each timed once."),
+         "`MemoryManager(embed=...)` with a hashing-trick embedder (64 signed dimensions, no model), the default "
+         f"fusion (weighted, text 0.9 / dense 0.1){' and numpy' if _has_numpy() else ', no numpy (a pure-Python dot product)'}; its p50/p99 are over {hybrid_counts or 'no size'}, each timed once."),
         "",
         table,
         "",
