@@ -110,7 +110,7 @@ _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_
 _TEXT_FIELDS = frozenset({"text", "observation", "summary", "name", "content", "details", "note", "date"})
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 _BARE = re.compile(r"[\w$.+/-]{1,40}")  # a code: one word, no spaces, no ':'
-GROUP = 12  # codes a line
+GROUP = 6  # codes a line
 
 
 @dataclass(frozen=True, slots=True)
