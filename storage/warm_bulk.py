@@ -127,12 +127,14 @@ class WarmBulk:
             yield from out
 
     def keys(self, namespace: str) -> list[tuple[str, int, int]]:
-        """``(key, version, created_us)`` of every live (not archived) key."""
+        """``(key, created_us, updated_us)`` of every live (not archived) key,
+        as the backend protocol says (it returned the version second and the
+        creation time third, which recall's reconcile read as the update time)."""
         out: list[tuple[str, int, int]] = []
         for b in self._buckets_of(namespace):
             with b.lock:
                 self._full(b)
-                out.extend((k, e[1], e[2]) for k, e in b.index.items() if e[0] == "p")
+                out.extend((k, e[2], e[3]) for k, e in b.index.items() if e[0] == "p")
         return out
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -100,3 +100,28 @@ def test_word_frequencies_follow_every_change_to_the_index(tmp_path: Path) -> No
         assert own.selective(["moth", "lynx"]) == ["moth", "lynx"]
     finally:
         own.close()
+
+
+def test_a_change_that_never_reached_the_log_is_found_by_the_reconcile(tmp_path: Path) -> None:
+    """The reconcile compares each key's update time in the store with the
+    index's (it is what catches up a dead writer's commit, and every
+    process's first recall without a change log). The file backend's key
+    list gave the creation time where the update time belongs, so a record
+    rewritten after it was indexed, created and indexed at the same
+    instant, looked current: the old text stayed searchable, the new never.
+    Seen once as a flake of test_recall_after_sigkill_between_steps."""
+    spec = NamespaceSpec("notes.text", index=("text",))
+    with MemoryManager(tmp_path, durability="flush", namespaces=[spec], signal_log=False) as first:
+        first.write("notes.text", "k", {"text": "alpha river"})
+        assert [h.key for h in first.recall("alpha", namespaces="notes.text")] == ["k"]
+    with MemoryManager(tmp_path, durability="flush", namespaces=[spec], signal_log=False) as second:
+        second.update("notes.text", "k", lambda v: {"text": "beta quokka"})
+        rec = second.get_record("notes.text", "k")
+        assert rec is not None and rec.version == 2
+    with MemoryManager(tmp_path, durability="flush", namespaces=[spec], signal_log=False) as third:
+        backend = third._pipeline.backend
+        st = backend.get("notes.text", "k")
+        assert st is not None and st.updated_us > st.created_us
+        assert backend.keys("notes.text") == [("k", st.created_us, st.updated_us)]
+        assert [h.key for h in third.recall("quokka", namespaces="notes.text")] == ["k"]
+        assert third.recall("alpha", namespaces="notes.text") == []

@@ -189,7 +189,7 @@ class Admin(Contexting):
             excess = len(keys) - spec.max_keys
             if excess <= 0:
                 return
-            keys.sort(key=lambda k: (k[2], k[0]))
+            keys.sort(key=lambda k: (k[1], k[0]))  # the oldest by creation (see NamespaceSpec.max_keys)
             victims = {k for k, _, _ in keys[:excess]}
             old = [s for s in self.backend.scan(spec.name, strict=False) if s.key in victims]
             self._move_to_cold(spec.name, old, trace_id)
