@@ -58,13 +58,9 @@ def stem(word: str) -> str:
     return word if len(word) <= 4 else word[: max(4, len(word) - 3)]
 
 
-def coverage(terms: list[str], text: str) -> float:
-    """Share of ``terms`` that ``text`` contains (by stem)."""
-    return coverer(terms)(text)
-
-
 def coverer(terms: list[str]) -> Callable[[str], float]:
-    """:func:`coverage` of ``terms``, for many texts (the stems made once)."""
+    """A function giving the share of ``terms`` a text contains (by stem),
+    the stems made once for all the texts it is given."""
     if not terms:
         return lambda text: 0.0
     stems = [stem(t) for t in terms]
@@ -178,5 +174,5 @@ def classify(query: str) -> str:
     return "factual"
 
 
-__all__ = ["QUERY_TYPES", "ROUTES", "STOPWORDS", "classify", "context", "coverage", "extract", "fts_query",
+__all__ = ["QUERY_TYPES", "ROUTES", "STOPWORDS", "classify", "context", "coverer", "extract", "fts_query",
            "query_terms", "stem", "words"]
