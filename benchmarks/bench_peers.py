@@ -90,34 +90,20 @@ class CaseResult:
         return Stats.median(self.runs)
 
 
-def _sdk_provider() -> Any:
-    """An OpenTelemetry SDK provider whose spans all go, one by one, through a
-    ``SimpleSpanProcessor`` to an exporter that discards them: the full cost
-    of tracing except the export itself."""
+def _sdk_provider(*, batch: bool = False) -> Any:
+    """An OpenTelemetry SDK provider whose spans go to an exporter that
+    discards them: one by one through a ``SimpleSpanProcessor`` (the full
+    cost of tracing except the export itself), or with ``batch`` through a
+    ``BatchSpanProcessor`` (the usual production set-up, issue 13)."""
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
     class Discard(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Discard()))
-    return provider
-
-
-def _sdk_batch_provider() -> Any:
-    """An SDK provider with a ``BatchSpanProcessor`` (the usual production
-    set-up) to an exporter that discards the spans (issue 13)."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class Discard(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    provider.add_span_processor((BatchSpanProcessor if batch else SimpleSpanProcessor)(Discard()))
     return provider
 
 
@@ -200,14 +186,14 @@ def cases() -> list[Case]:
         Case(
             "hrm.hot_sdk_batch.write",
             "hrm-memory hot: write, OTel SDK + batch processor ⁴",
-            partial(hot, tracer_provider=_sdk_batch_provider()),
+            partial(hot, tracer_provider=_sdk_provider(batch=True)),
             "write",
             compare="langgraph.write",
         ),
         Case(
             "hrm.hot_sdk_batch.read",
             "hrm-memory hot: read, OTel SDK + batch processor ⁴",
-            partial(hot, tracer_provider=_sdk_batch_provider()),
+            partial(hot, tracer_provider=_sdk_provider(batch=True)),
             "read",
             compare="langgraph.read",
         ),
