@@ -52,7 +52,8 @@ from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory import recall_text as rt
-from hrm_memory.storage.textindex import TextIndex
+from hrm_memory.recall import candidates_for
+from hrm_memory.storage.textindex import RANKED, TextIndex, first_probe
 
 from .harness import (
     DEFAULT_BENCH_DIR,
@@ -186,26 +187,26 @@ def latencies(mm: MemoryManager, queries: Sequence[str], reps: int) -> tuple[lis
 
 
 def fts_floor(root: Path, queries: Sequence[str], reps: int) -> float:
-    """p50 of the bare FTS5 query recall starts from (the same terms after
-    pruning, OR-ed,
-    best 25 by bm25 with recall's column weights, as recall's first try ranks them,
-    rowids and scores only: no join, no check against the store, no
-    ranking signals, one stage): the floor under recall's latency."""
+    """p50 of the bare FTS5 query recall starts from: the index's own ranking
+    statement (``textindex.RANKED``) for the same terms after pruning,
+    OR-ed, as many rows as recall(k=10)'s first try ranks; rowids and scores
+    only: no join, no check against the store, no ranking signals, one
+    stage. The floor under recall's latency."""
     db = sqlite3.connect(f"file:{root / 'index' / 'recall.db'}?mode=ro", uri=True)
     try:
-        sql = "SELECT rowid, bm25(fts, 1.0, 0.4) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT 25"
+        probe = first_probe(candidates_for(10, dense=False))  # recall(k=10)'s first try
         index = TextIndex(root / "index")  # recall's own pruning of common words
         try:
             matches = [rt.fts_query(index.selective(rt.query_terms(q)) or rt.query_terms(q)) for q in queries]
         finally:
             index.close()
         for m in matches:
-            db.execute(sql, (m,)).fetchall()
+            db.execute(RANKED, (m, probe)).fetchall()
         samples = []
         for _ in range(reps):
             for m in matches:
                 t0 = time.perf_counter()
-                db.execute(sql, (m,)).fetchall()
+                db.execute(RANKED, (m, probe)).fetchall()
                 samples.append(time.perf_counter() - t0)
     finally:
         db.close()

@@ -68,13 +68,20 @@ DF_SHARE, DF_FLOOR = 0.02, 2000
 #: Weights of the two columns in bm25: the record's text, and its context
 #: (key words, namespace, kind).
 BODY_WEIGHT, CTX_WEIGHT = 1.0, 0.4
-_RANKED = f"SELECT rowid, bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
+#: The text ranking a search starts from: the best matches by bm25, no filter.
+RANKED = f"SELECT rowid, bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
 #: How many of the best matches a search ranks by text alone before
-#: filtering them, per row it returns, on its second try (the first takes a
-#: quarter more than it returns).
+#: filtering them, per row it returns, on its second try (the first takes
+#: :func:`first_probe`).
 PROBE = 8
 #: Query words whose stems a process remembers (a dict of short strings).
 STEM_CACHE = 50_000
+
+
+def first_probe(limit: int) -> int:
+    """Matches a search for ``limit`` rows ranks on its first try: a quarter
+    more, for the rows its filter drops."""
+    return limit + limit // 4
 
 
 def _in(values: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -308,11 +315,11 @@ class TextIndex:
             db = self._conn()
             db.execute("BEGIN")  # one snapshot for every statement
             try:
-                for probe in (limit + limit // 4, PROBE * limit, 0):
+                for probe in (first_probe(limit), PROBE * limit, 0):
                     if not probe:  # the filter keeps few: join it in
                         rows = self._filtered(db, match, namespaces, cold, limit, kinds, since_us, prefix)
                         break
-                    best = db.execute(_RANKED, (match, probe)).fetchall()
+                    best = db.execute(RANKED, (match, probe)).fetchall()
                     rows = self._passing(db, best, set(namespaces), cold, kinds, since_us, prefix)
                     if len(rows) >= limit or len(best) < probe:
                         break
@@ -457,4 +464,4 @@ class TextIndex:
                 self._db = None
 
 
-__all__ = ["Row", "TextIndex"]
+__all__ = ["RANKED", "Row", "TextIndex", "first_probe"]

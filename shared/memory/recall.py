@@ -369,7 +369,7 @@ class Recalling(Steps):
                 kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
                 matches: Callable[[Any], bool] | None) -> list[Hit]:
         names = [s.name for s in specs]
-        want = max(50, 4 * k) if self.embedder is not None else max(20, 2 * k)
+        want = candidates_for(k, dense=self.embedder is not None)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
         for index, session in ((self.mem_index, True), (self.disk_index, False)):
@@ -499,6 +499,13 @@ class Recalling(Steps):
         return cached[1]
 
 
+def candidates_for(k: int, *, dense: bool) -> int:
+    """Lexical candidates a search for ``k`` hits takes: enough for the boosts
+    to reorder and stale rows to be dropped, more when a dense list is fused
+    with them."""
+    return max(50, 4 * k) if dense else max(20, 2 * k)
+
+
 def _numpy() -> Any:
     """numpy if it is installed (dense retrieval is then one matrix product;
     without it, a pure-Python loop gives the same ranking, slower)."""
@@ -584,4 +591,4 @@ def _since_us(since: Any) -> int | None:
     raise InvalidArgument(f"since must be a datetime or epoch seconds, not {since!r}")
 
 
-__all__ = ["CASCADE_BELOW", "WEIGHTS", "Embedder", "Hit", "Recalling", "SearchIndex"]
+__all__ = ["CASCADE_BELOW", "WEIGHTS", "Embedder", "Hit", "Recalling", "SearchIndex", "candidates_for"]
