@@ -57,7 +57,7 @@ from typing import Any
 
 from . import recall_text as rt
 from . import tokens
-from .context_fill import Entry, Section, fill
+from .context_fill import Entry, Section, evict, fill
 from .errors import InvalidArgument
 from .memories import Remembering
 from .ops import ContextOp, RecallOp
@@ -241,7 +241,7 @@ class Contexting(Remembering):
             codes.update(found)
             entries.extend(ents)
         if len(memo) >= NAMESPACES_KEPT:
-            _evict(memo)
+            evict(memo)
         memo[key] = (entries, codes, refs)
         return entries, codes, unchecked
 
@@ -271,7 +271,7 @@ class Contexting(Remembering):
                     updated = st.updated_us
                     lines = self._lines_of(spec, st, day, now_s)
                     if len(confirmed) >= CACHE_RECORDS:
-                        _evict(confirmed)
+                        evict(confirmed)
                     confirmed[ref] = updated
                 keys.add(key)
                 yield ref, lines, checked
@@ -289,7 +289,7 @@ class Contexting(Remembering):
                       for j, (section, text) in enumerate(self._record_entries(spec, st.key, value, now_s, found))],
                      found)
             if len(cache) >= CACHE_RECORDS:
-                _evict(cache)
+                evict(cache)
             cache[ref] = lines
         return lines
 
@@ -349,14 +349,6 @@ class Contexting(Remembering):
         named = isinstance(value, dict) and str(value.get("name", "")).lower() == (key or "").lower()
         labelled = key and not named and isinstance(value, (dict, list)) and len(key) <= 24
         return [f"{key}: {line}" if labelled else line]
-
-
-def _evict(kept: dict[Any, Any]) -> None:
-    """Drop the oldest of ``kept`` (another thread's render may be at it too)."""
-    try:
-        kept.pop(next(iter(kept)), None)
-    except (StopIteration, RuntimeError):
-        pass
 
 
 def _context_attrs(span: OpSpan | None, ctx: Context, budget: int, query: str | None) -> Attrs:

@@ -96,10 +96,7 @@ def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: d
     if hit is None:
         hit = _fill_uncached(plan, by_section, legend_map, budget)
         if len(_FILLS) >= FILLS_KEPT:
-            try:
-                _FILLS.pop(next(iter(_FILLS)), None)
-            except (StopIteration, RuntimeError):  # another thread's render changed it meanwhile
-                pass
+            evict(_FILLS)
         _FILLS[key] = hit
     text, used, figures, omitted, legend, at = hit
     return text, used, list(figures), omitted, dict(legend), [by_section[name][i] for name, i in at]
@@ -206,6 +203,14 @@ def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[En
 
 
 _FILLS: dict[tuple[Any, ...], _Filled] = {}
+
+
+def evict(kept: dict[Any, Any]) -> None:
+    """Drop the oldest of ``kept`` (another thread's render may be at it too)."""
+    try:
+        kept.pop(next(iter(kept)), None)
+    except (StopIteration, RuntimeError):
+        pass
 
 
 _WORD = re.compile(r"\w")
