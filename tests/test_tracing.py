@@ -420,14 +420,14 @@ def test_the_constructor_shortcuts_build_what_the_constructors_build(root: Path,
     """The shortcuts are in use with the SDK we test against, and the
     constructors (used if an SDK lays its objects out otherwise) give the
     same spans."""
-    from hrm_memory import tracing, tracing_sdk
+    from hrm_memory import tracing_sdk
 
-    assert tracing._make_context is tracing_sdk._fast_context and tracing._make_span is tracing_sdk._fast_span
+    assert tracing_sdk._make_context is tracing_sdk._fast_context and tracing_sdk._make_span is tracing_sdk._fast_span
     got = []
     for fast in (True, False):
         if not fast:
-            monkeypatch.setattr(tracing, "_make_context", tracing_sdk._slow_context)
-            monkeypatch.setattr(tracing, "_make_span", tracing_sdk._slow_span)
+            monkeypatch.setattr(tracing_sdk, "_make_context", tracing_sdk._slow_context)
+            monkeypatch.setattr(tracing_sdk, "_make_span", tracing_sdk._slow_span)
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -59,18 +59,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
-from .tracing_sdk import (
-    _DEFAULT_STATE,
-    _INTERNAL,
-    _NOT_SAMPLED,
-    _SAMPLED,
-    _fast_context,
-    _fast_span,
-    _make_context,
-    _make_span,
-    _object_new,
-    _tuple_new,
-)
+from .tracing_sdk import DrainHook, Recorder, TokensSaved
+
+__all__ = ["INVALID_TRACE_ID", "OpSpan", "TokensSaved", "Tracing", "current_trace_id", "flush"]
 
 INVALID_TRACE_ID = "0" * 32
 _NOOP_PROVIDERS = (ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -85,12 +76,7 @@ except Exception:  # noqa: BLE001 - not installed (running from a checkout)
     _VERSION = "0"
 
 try:
-    from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
-
-    _DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
     SdkTracerProvider = None  # type: ignore[assignment,misc]
@@ -109,23 +95,6 @@ except (ImportError, AttributeError):  # pragma: no cover - another API version
 _current_span = trace.get_current_span
 _time_ns = time.time_ns
 _OK = Status(StatusCode.UNSET)
-
-
-class TokensSaved:
-    """A span attribute computed when the span is finished, not when the
-    operation runs: tokens of the readable form minus tokens of the stored
-    compact form, counted with the real tokenizer (:mod:`hrm_memory.tokens`)."""
-
-    __slots__ = ("readable", "stored")
-
-    def __init__(self, readable: bytes, stored: bytes) -> None:
-        self.readable = readable
-        self.stored = stored
-
-    def value(self) -> int:
-        from . import tokens
-
-        return tokens.count(self.readable.decode()) - tokens.count(self.stored.decode())
 
 
 def _resolve(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -169,37 +138,25 @@ class _ApiSpan(OpSpan):
         self.span.end()
 
 
-def _caller_parent() -> trace.SpanContext | None:
-    """The caller's current span context if valid, else None (a root span)."""
-    ctx = _current_span().get_span_context()
-    return ctx if ctx.is_valid else None
-
-
 class _DeferredSpan(OpSpan):
-    """What the caller's thread records of one span; the drainer finishes it."""
+    """What the caller's thread records of one span; the drainer finishes it.
+
+    Made by :meth:`Tracing.start` without a constructor call (its slots are
+    stored there directly); ``end`` takes the operation's attribute dict over:
+    the span's attributes are that dict, completed on the drainer."""
 
     __slots__ = ("rec", "op", "ns", "key", "parent", "tid", "start", "stop", "attrs", "status")
 
-    def __init__(self, rec: _Recorder, op: tuple[str, dict[str, Any]], ns: str | None, key: str | None) -> None:
-        self.rec = rec
-        self.op = op
-        self.ns = ns
-        self.key = key
-        get = _context_var_get
-        if get is not None:
-            current = get().get(_SPAN_KEY)
-            if current is None:  # nothing current: a root span (the usual case)
-                self.parent = None
-                self.tid = 0
-            else:
-                parent = current.get_span_context() if isinstance(current, trace.Span) else None
-                ok = parent is not None and parent.is_valid
-                self.parent = parent if ok else None
-                self.tid = parent.trace_id if ok else 0  # type: ignore[union-attr]
-        else:
-            self.parent = _caller_parent()
-            self.tid = 0 if self.parent is None else self.parent.trace_id
-        self.start = _time_ns()
+    rec: Recorder
+    op: tuple[str, dict[str, Any]]
+    ns: str | None
+    key: str | None
+    parent: trace.SpanContext | None
+    tid: int
+    start: int
+    stop: int
+    attrs: dict[str, Any] | None
+    status: Status | None
 
     @property
     def trace_id(self) -> str:
@@ -212,241 +169,25 @@ class _DeferredSpan(OpSpan):
         return format(tid, "032x")
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
-        end = _time_ns()
-        status = None
+        self.stop = _time_ns()
         if exc is not None:
             attrs = {**attrs} if attrs else {}
             attrs["error.type"] = type(exc).__qualname__
-            status = Status(StatusCode.ERROR, type(exc).__qualname__)
-        self.stop = end
-        self.attrs = attrs
-        self.status = status
-        rec = self.rec
-        rec.pending.append(self)  # the span is its own record: one object kept, not two
-        if rec.thread is None:
-            rec.wake()
-
-
-# -- filling in SDK objects without their constructors' checks -------------------------
-#
-# A SpanContext is a tuple (trace id, span id, remote, flags, state, valid);
-# a ReadableSpan is its __init__'s thirteen attributes. Ours are valid by
-# construction, so the checks and the keyword-argument call (about 17,000
-# instructions a span, of ~30,000 for the drainer's whole work on a span) are
-# skipped. Both shortcuts are checked against the constructors at import; if
-# an SDK version lays them out differently, the constructors are used.
-
-class _Recorder:
-    """Pending span records of one SDK provider, and the thread that finishes them."""
-
-    CHUNK = 512
-    IDLE_EXIT = 1.0  # seconds without records before the drainer thread exits
-    TICK = 0.02
-
-    def __init__(self, provider: Any) -> None:
-        self.provider = provider
-        self.pending: list[_DeferredSpan] = []
-        self.lock = threading.Lock()
-        self.draining = threading.RLock()  # re-entrant: a processor may force_flush from on_end
-        self.thread: threading.Thread | None = None
-        self.scope = InstrumentationScope("hrm-memory", _VERSION, _SCHEMA_URL)
-        gen = provider.id_generator
-        self.new_trace_id: Callable[[], int]
-        self.new_span_id: Callable[[], int]
-        self.bits: Callable[[int], int] | None = None
-        if type(gen) is RandomIdGenerator:
-            import random
-
-            bits = self.bits = random.getrandbits
-            self.new_trace_id = lambda: bits(128) or 1
-            self.new_span_id = lambda: bits(64) or 1
+            self.status = Status(StatusCode.ERROR, type(exc).__qualname__)
         else:
-            self.new_trace_id = gen.generate_trace_id
-            self.new_span_id = gen.generate_span_id
-        _install_drain_hook(provider, self)
-
-    def wake(self) -> None:
-        if self.thread is None:
-            with self.lock:
-                if self.thread is None:
-                    self.thread = threading.Thread(target=self._run, name="hrm-memory-spans", daemon=True)
-                    self.thread.start()
-
-    def _run(self) -> None:
-        idle_since = time.monotonic()
-        last = -1
-        while True:
-            time.sleep(self.TICK)
-            n = len(self.pending)
-            if n == 0:
-                if time.monotonic() - idle_since > self.IDLE_EXIT:
-                    with self.lock:
-                        if not self.pending:
-                            self.thread = None
-                            return
-                continue
-            idle_since = time.monotonic()
-            # Finish spans when the caller pauses (the count stopped moving)
-            # or when many are pending, so a busy loop is not slowed by it.
-            if n == last or n >= 50_000:
-                self.drain()
-                last = -1
-            else:
-                last = n
-
-    def drain(self) -> int:
-        """Turn every pending record into an SDK span; return how many.
-
-        One drain at a time, start to finish: a flush (``close()``,
-        ``force_flush()``) that finds the drainer thread part-way through a
-        batch waits for it, so every span has reached the processors when it
-        returns (issue 14, item 10: spans were lost when a process closed the
-        manager and shut the provider down while the thread held a batch)."""
-        with self.draining:
-            return self._drain()
-
-    def _drain(self) -> int:
-        with self.lock:
-            # The list is never replaced: a caller may have loaded
-            # ``rec.pending`` just before this runs and append right after;
-            # its record then stays for the next drain instead of being lost.
-            pending = self.pending
-            batch = pending[:]
-            del pending[: len(batch)]
-        if not batch:
-            return 0
-        provider = self.provider
-        downstream = [p for p in provider._active_span_processor._span_processors if not isinstance(p, _DrainHook)]
-        on_ends = [p.on_end for p in downstream]
-        only = on_ends[0] if len(on_ends) == 1 else None
-        sampler = provider.sampler
-        resource = provider.resource
-        scope = self.scope
-        new_trace_id = self.new_trace_id
-        new_span_id = self.new_span_id
-        bits = self.bits  # random.getrandbits for the SDK's RandomIdGenerator: called inline
-        make_context = _make_context
-        make_span = _make_span
-        # The shortcuts spelled out in the loop below (two calls fewer a span).
-        fast = make_context is _fast_context and make_span is _fast_span
-        span_context = trace.SpanContext
-        tuple_new = _tuple_new
-        object_new = _object_new
-        # The SDK's default sampler decides from the parent alone; skip the
-        # call (and the context it needs) in that case.
-        default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
-        last_parent: Any = None
-        parent_ctx: Any = None
-        for i in range(0, len(batch), self.CHUNK):
-            for rec in batch[i : i + self.CHUNK]:
-                name, const = rec.op
-                ns = rec.ns
-                key = rec.key
-                attrs = rec.attrs
-                parent = rec.parent
-                tid = rec.tid
-                a = const.copy()
-                if ns is not None:
-                    a["db.collection.name"] = ns
-                if key is not None:
-                    a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
-                if attrs:
-                    a.update(attrs)
-                    saved = a.get("hrm.memory.tokens_saved")
-                    if type(saved) is TokensSaved:
-                        a["hrm.memory.tokens_saved"] = saved.value()
-                if not tid:
-                    tid = (bits(128) or 1) if bits is not None else new_trace_id()
-                flags = _SAMPLED
-                if default_sampler:
-                    if parent is None:
-                        state = _DEFAULT_STATE
-                    elif parent.trace_flags.sampled:
-                        state = parent.trace_state
-                    else:
-                        continue
-                else:
-                    if parent is not last_parent:
-                        last_parent = parent
-                        parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
-                    result = sampler.should_sample(parent_ctx, tid, name, _INTERNAL, a)
-                    decision = result.decision
-                    if not decision.is_recording():
-                        continue
-                    if not decision.is_sampled():
-                        flags = _NOT_SAMPLED
-                    if result.attributes:
-                        a.update(result.attributes)
-                    state = result.trace_state or _DEFAULT_STATE
-                sid = (bits(64) or 1) if bits is not None else new_span_id()
-                if fast:
-                    span = object_new(ReadableSpan)
-                    span.__dict__ = {
-                        "_name": name,
-                        "_context": tuple_new(span_context, (tid, sid, False, flags, state, True)),
-                        "_kind": _INTERNAL,
-                        "_instrumentation_info": None,
-                        "_instrumentation_scope": scope,
-                        "_parent": parent,
-                        "_start_time": rec.start,
-                        "_end_time": rec.stop,
-                        "_attributes": a,
-                        "_events": (),
-                        "_links": (),
-                        "_resource": resource,
-                        "_status": rec.status or _OK,
-                    }
-                else:
-                    span = make_span(
-                        name, make_context(tid, sid, flags, state), parent, resource, a,
-                        rec.status or _OK, rec.start, rec.stop, scope,
-                    )  # fmt: skip
-                if only is not None:
-                    only(span)
-                else:
-                    for on_end in on_ends:
-                        on_end(span)
-            # Hand each chunk on before taking the next: a batch processor
-            # has a bounded queue and would drop what it cannot hold.
-            for p in downstream:
-                p.force_flush()
-        return len(batch)
+            self.status = None
+        self.attrs = attrs
+        rec = self.rec
+        pending = rec.pending
+        pending.append(self)  # the span is its own record: one object kept, not two
+        if len(pending) >= rec.due:  # a full batch, or no drainer thread yet
+            rec.kick()
 
 
-class _DrainHook:
-    """A span processor placed first in the provider's pipeline: its only job
-    is to finish our pending spans before the others flush or shut down."""
-
-    def __init__(self, recorder: _Recorder) -> None:
-        self._recorder = weakref.ref(recorder)
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        return None
-
-    def _on_ending(self, span: Any) -> None:
-        return None
-
-    def on_end(self, span: Any) -> None:
-        return None
-
-    def shutdown(self) -> None:
-        self.force_flush()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        rec = self._recorder()
-        if rec is not None:
-            rec.drain()
-        return True
+_new_span = object.__new__
 
 
-def _install_drain_hook(provider: Any, recorder: _Recorder) -> None:
-    multi = provider._active_span_processor
-    hook = _DrainHook(recorder)
-    with multi._lock:
-        multi._span_processors = (hook, *multi._span_processors)
-
-
-_recorders: weakref.WeakKeyDictionary[Any, _Recorder] = weakref.WeakKeyDictionary()
+_recorders: weakref.WeakKeyDictionary[Any, Recorder] = weakref.WeakKeyDictionary()
 _recorders_lock = threading.Lock()
 
 
@@ -492,7 +233,7 @@ class Tracing:
         self._for: object = None
         self._mode = 0  # 0 off, 1 api, 2 deferred
         self._tracer: trace.Tracer | None = None
-        self._recorder: _Recorder | None = None
+        self._recorder: Recorder | None = None
         #: Per operation: the span's name and its constant attributes.
         self._ops: dict[str, tuple[str, dict[str, Any]]] = {}
         self.deferred = deferred
@@ -511,7 +252,9 @@ class Tracing:
             with _recorders_lock:
                 rec = _recorders.get(provider)
                 if rec is None:
-                    rec = _recorders[provider] = _Recorder(provider)
+                    rec = _recorders[provider] = Recorder(
+                        provider, InstrumentationScope("hrm-memory", _VERSION, _SCHEMA_URL), DrainHook
+                    )
             self._recorder = rec
             self._mode = 2
         else:
@@ -547,8 +290,26 @@ class Tracing:
                 namespace = repr(namespace)[:200]
             if type(key) is not str and key is not None:
                 key = repr(key)[:200]
-            assert self._recorder is not None
-            return _DeferredSpan(self._recorder, info, namespace, key)
+            span: _DeferredSpan = _new_span(_DeferredSpan)
+            span.rec = self._recorder  # type: ignore[assignment]
+            span.op = info
+            span.ns = namespace
+            span.key = key
+            get = _context_var_get
+            current = get().get(_SPAN_KEY) if get is not None else _current_span()
+            if current is None:  # nothing current: a root span (the usual case)
+                span.parent = None
+                span.tid = 0
+            else:
+                parent = current.get_span_context() if isinstance(current, trace.Span) else None
+                if parent is not None and parent.is_valid:
+                    span.parent = parent
+                    span.tid = parent.trace_id
+                else:
+                    span.parent = None
+                    span.tid = 0
+            span.start = _time_ns()
+            return span
         attrs: dict[str, Any] = {"db.system.name": self.system, "db.operation.name": op}
         if namespace is not None:
             attrs["db.collection.name"] = namespace if type(namespace) is str else repr(namespace)[:200]
