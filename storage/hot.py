@@ -63,27 +63,36 @@ class HotTier:
         value: bytes,
         now_us: int,
         base_version: int = 0,
-        obj: Any = MISSING,
-        plan: Any = None,
     ) -> Stored:
         """Store ``value``; its version follows the previous one here, or
         ``base_version`` (the version the key has in another tier) if higher.
-        ``obj`` and ``plan``: a private copy of the decoded value and its
-        copy plan (``hrm_memory.values.snapshot``), kept for reads."""
+        A read decodes ``value`` (see :meth:`store` for a kept copy)."""
         with self._lock:
-            ns = self._data.get(namespace)
-            if ns is None:
-                ns = self._data[namespace] = {}
-            old = ns.get(key)
-            if old is not None:
-                version = (old[1] if old[1] > base_version else base_version) + 1
-                created = old[2]
-            else:
-                gone = self._versions.pop((namespace, key), 0) if self._versions else 0
-                version = (gone if gone > base_version else base_version) + 1
-                created = now_us
-            ns[key] = (key, version, created, now_us, value, "hot", obj, plan)
-            return _new(Stored, (key, version, created, now_us, value, "hot"))
+            return _new(Stored, self.store(namespace, key, value, now_us, MISSING, None, base_version)[:6])
+
+    def store(
+        self, namespace: str, key: str, value: bytes, now_us: int, obj: Any, plan: Any, base_version: int = 0
+    ) -> Entry:
+        """:meth:`put` for a caller that holds the namespace's lock (every
+        caller in the pipeline does: a put and an ``update`` must not
+        interleave): no lock of its own, and the new :data:`Entry` is
+        returned instead of a ``Stored`` (its first six fields are one).
+        ``obj`` and ``plan``: a private copy of the decoded value and its
+        copy plan (``hrm_memory.values.snapshot``), kept for reads; MISSING
+        and None to have reads decode ``value``."""
+        ns = self._data.get(namespace)
+        if ns is None:
+            ns = self._data[namespace] = {}
+        old = ns.get(key)
+        if old is not None:
+            version = (old[1] if old[1] > base_version else base_version) + 1
+            created = old[2]
+        else:
+            gone = self._versions.pop((namespace, key), 0) if self._versions else 0
+            version = (gone if gone > base_version else base_version) + 1
+            created = now_us
+        ns[key] = entry = (key, version, created, now_us, value, "hot", obj, plan)
+        return entry
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
         with self._lock:

@@ -81,7 +81,7 @@ class HotStore(Protocol):
 
     def entry(self, namespace: str, key: str) -> tuple[Any, ...] | None:
         """The record as one plain tuple: the six fields of its ``Stored``,
-        then the private copy of the value ``put`` was given (or MISSING)
+        then the private copy of the value ``store`` was given (or MISSING)
         and its copy plan (see ``hrm_memory.values.snapshot``)."""
         ...
 
@@ -92,9 +92,15 @@ class HotStore(Protocol):
         value: bytes,
         now_us: int,
         base_version: int = 0,
-        obj: Any = ...,
-        plan: Any = None,
     ) -> Stored: ...
+
+    def store(
+        self, namespace: str, key: str, value: bytes, now_us: int, obj: Any, plan: Any, base_version: int = 0
+    ) -> tuple[Any, ...]:
+        """``put`` for a caller holding the namespace's lock, keeping ``obj``
+        (a private copy of the value, or MISSING) and its copy ``plan`` for
+        reads; returns the new record as ``entry`` gives it."""
+        ...
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None: ...
 

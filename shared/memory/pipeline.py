@@ -204,29 +204,32 @@ class Pipeline(Admin):
             self._may_write(scope, spec)
         if spec.tier == "hot" and spec.codec is None:
             # A hot record keeps a private copy of its value for reads (see _get).
-            data, obj, plan = encode_snapshot(value, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+            data, obj, plan = encode_snapshot(value, spec.max_value_bytes, spec.name, key)
             if spec.schema is not None:
                 self.schemas.validate(spec, key, value)
             saved: Any = 0
             bus = self.bus
             with self.backend.lock(spec.name):
-                stored = self.hot.put(spec.name, key, data, _time_ns() // 1000, 0, obj, plan)
+                stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)
                 if bus._subs or spec.name in bus.indexed:  # else record() has nothing to do
-                    bus.record("write", spec.name, key, stored.version, trace_id, False)
+                    bus.record("write", spec.name, key, stored[1], trace_id, False)
         else:
             data, saved = self._encode(spec, key, value)
             with self.backend.lock(spec.name):
                 stored = self._commit(spec, key, data, imported)
                 self.bus.record("write", spec.name, key, stored.version, trace_id, stored.tier != "hot")
-        if spec.max_keys is not None and stored.created_us == stored.updated_us:
+        # ``stored`` is a Stored or (hot) a hot Entry, whose first six fields
+        # are a Stored's: read by position, (key, version, created_us,
+        # updated_us, value, tier).
+        if spec.max_keys is not None and stored[2] == stored[3]:
             self._enforce_cap(spec, trace_id)  # only a new key can exceed the cap
         attrs = None
         if span is not None:
             attrs = {
-                "hrm.memory.tier": stored.tier,
+                "hrm.memory.tier": stored[5],
                 "hrm.memory.bytes": len(data),
-                "hrm.memory.version": stored.version,
-                "hrm.memory.persisted": stored.tier != "hot",
+                "hrm.memory.version": stored[1],
+                "hrm.memory.persisted": stored[5] != "hot",
                 "hrm.memory.tokens_saved": saved,
             }
             if imported:

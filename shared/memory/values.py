@@ -28,6 +28,13 @@ _MAX_DEPTH = 254  # orjson refuses deeper nesting (at 255 levels)
 
 loads = orjson.loads
 
+#: ``_join((data, b""))`` is an exact-size copy of ``data``. orjson (3.12 and
+#: later) returns bytes whose allocation is rounded up, 4 KiB at least: a
+#: 200-byte record kept as it comes out of ``dumps`` holds 4 KiB, and the hot
+#: tier and the read cache keep every value they store. The copy costs
+#: ~0.08 us; not making it cost a fresh page per hot write (issue 13).
+_join = b"".join
+
 
 def encode(value: Any, *, limit: int, namespace: str | None = None, key: str | None = None) -> bytes:
     """Encode ``value`` as compact JSON bytes, or raise :class:`InvalidValue`
@@ -52,7 +59,7 @@ def encode(value: Any, *, limit: int, namespace: str | None = None, key: str | N
             path="$",
             size=len(data),
         )
-    return data
+    return _join((data, b""))  # exact size (see _join)
 
 
 #: How to copy a private snapshot (see :func:`snapshot`) into a value that
@@ -65,7 +72,7 @@ Plan = Union[tuple[tuple[Any, "Plan"], ...], None]
 
 
 def encode_snapshot(
-    value: Any, *, limit: int, namespace: str | None = None, key: str | None = None
+    value: Any, limit: int, namespace: str | None = None, key: str | None = None
 ) -> tuple[bytes, Any, Plan]:
     """Like :func:`encode`, and also a private copy of ``value`` (sharing no
     container with it) and its copy plan, from the one walk that checks the
@@ -81,7 +88,7 @@ def encode_snapshot(
         raise AssertionError("unreachable: encode accepted a value snapshot refused")  # pragma: no cover
     if len(data) > limit:  # type: ignore[arg-type]
         encode(value, limit=limit, namespace=namespace, key=key)  # raises ValueTooLarge
-    return data, snap[0], snap[1]  # type: ignore[return-value]
+    return _join((data, b"")), snap[0], snap[1]  # type: ignore[arg-type]  # exact size (see _join)
 
 
 def snapshot(value: Any) -> tuple[Any, Plan] | None:
@@ -113,6 +120,20 @@ def snapshot(value: Any) -> tuple[Any, Plan] | None:
             if x - x != 0.0:
                 return None
             continue
+        if t is list:
+            # A list of scalars (the usual nested container), checked here
+            # instead of by a call of snapshot: ~0.3 us of a 1.3 us walk.
+            for y in x:
+                u = type(y)
+                if u is str or u is int or y is None or u is bool or (u is float and y - y == 0.0):
+                    continue
+                break
+            else:
+                if type(copy) is tuple:
+                    copy = list(copy)  # enumerate goes on over the tuple
+                copy[k] = tuple(x)
+                plan += ((k, ()),)
+                continue
         if t is dict or t is list:
             sub = snapshot(x)
             if sub is None:
