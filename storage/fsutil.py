@@ -19,23 +19,24 @@ DIR_MODE = 0o700
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def ensure_real_dirs(root: Path, *parts: str) -> None:
+def ensure_real_dirs(root: Path, *parts: str) -> bool:
     """Raise :class:`StorageError` if a directory on the way from ``root`` to
     ``root/parts...`` is a symbolic link or not a directory (missing is fine:
-    it will be created as a real directory)."""
+    it will be created as a real directory). True if all of them exist."""
     p = root
     for part in parts:
         p = p / part
         try:
             st = os.lstat(p)
         except FileNotFoundError:
-            return
+            return False
         if stat.S_ISLNK(st.st_mode):
             raise StorageError(
                 f"{p} is a symbolic link; hrm-memory never follows links inside its root", path=str(p)
             )
         if not stat.S_ISDIR(st.st_mode):
             raise StorageError(f"{p} should be a directory but is not", path=str(p))
+    return True
 
 
 def symlinks_under(root: Path) -> list[Path]:

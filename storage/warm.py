@@ -22,10 +22,10 @@ Why this shape:
   which has no closing newline and is never indexed. The leading newline means
   that even such a fragment cannot glue itself to the next record.
 - *Lazy, flat open.* Opening the tier reads nothing. A bucket's index (key ->
-  offset) is built on its first use by scanning that one file, or, for a
-  bucket of 64 KiB or more, taken from its persisted index (``<bb>.idx``,
+  offset) is built on its first use from its persisted index (``<bb>.idx``,
   see ``bucket_index.py``: validated, never trusted blindly) plus a scan of
-  what was appended after it; it is kept fresh with one ``stat``: growth is
+  what was appended after it, or, if there is no valid one, by scanning
+  that one file; it is kept fresh with one ``stat``: growth is
   scanned from where we stopped, a new inode (compaction elsewhere) means a
   rescan. That is also what makes a write from another process visible to
   the next read here.
@@ -118,11 +118,13 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
     ) -> None:
         self.store_root = root
         self.root = root / "warm"
+        self._sroot = str(self.root)
         self.locks = locks
         self.fsync = durability == "fsync"
         self.cache = cache
         self._buckets: dict[tuple[str, int], _Bucket] = {}
         self._gens: dict[str, Generations] = {}
+        self._real: set[str] = set()  # namespaces whose directories were found real (see _bucket)
         self._guard = threading.Lock()
         self._run_file: Path | None = None
         self._touched: set[str] = set()
@@ -135,14 +137,19 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
     def _bucket(self, namespace: str, index: int) -> _Bucket:
         b = self._buckets.get((namespace, index))
         if b is None:
-            # First use of this bucket in this process: make sure nothing on
-            # the way to it is a planted symbolic link.
-            ensure_real_dirs(self.store_root, "warm", namespace)
+            # First use of the namespace in this process: make sure nothing
+            # on the way to it is a planted symbolic link (again at each new
+            # bucket until the directory exists; the files themselves are
+            # opened with O_NOFOLLOW). Once per namespace, not per bucket: a
+            # link swapped in later could as well be swapped in between any
+            # check and the open that follows it.
+            if namespace not in self._real and ensure_real_dirs(self.store_root, "warm", namespace):
+                self._real.add(namespace)
             with self._guard:
                 b = self._buckets.get((namespace, index))
                 if b is None:
                     rel = f"{namespace}/{index:02x}.log"
-                    b = _Bucket(self.root / rel, rel, index, self._generations(namespace))
+                    b = _Bucket(f"{self._sroot}/{rel}", rel, index, self._generations(namespace))
                     self._buckets[(namespace, index)] = b
         return b
 
@@ -199,6 +206,8 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
     def _refresh_by_stat(self, b: _Bucket) -> bool:
         if self.closed:
             raise StoreClosed("the memory manager is closed")
+        if b.ino is None and not b.loaded:
+            return self._reload(b)  # first use: open it, no stat before
         try:
             st = os.lstat(b.spath)
         except NotADirectoryError:
@@ -229,8 +238,8 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         st = os.fstat(fd)
         b.ino = st.st_ino
         start = 0
-        if use_index and st.st_size >= bucket_index.MIN_BYTES:
-            pidx = bucket_index.load(bucket_index.index_path(b.path), fd, st)
+        if use_index and st.st_size:
+            pidx = bucket_index.load(b.spath[:-4] + ".idx", fd, st)
             if pidx is not None:
                 b.pidx, b.idx_covered, b.garbage = pidx, pidx.covered, pidx.garbage
                 start = pidx.covered
@@ -242,7 +251,10 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         """Like ``_refresh``, and the whole index in memory (no persisted one)."""
         ok = self._refresh(b)
         if ok and b.pidx is not None:
+            ino, covered = b.ino, b.idx_covered
             ok = self._reload(b, use_index=False)
+            if ok and b.ino == ino:
+                b.idx_covered = covered  # still true of this file: not rewritten at close
         return ok
 
     def _lookup(self, b: _Bucket, key: str) -> Entry | None:
@@ -261,21 +273,25 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         index cannot be trusted: it is dropped and the bucket is scanned."""
         assert b.pidx is not None
         fd = b.fd if b.fd is not None else self._open_existing(b)
-        for off in b.pidx.offsets(key):
+        h = _crc32(key.encode("utf-8", "surrogatepass"))
+        pidx = b.pidx
+        for off in pidx.at(h):
             try:
-                line = read_line_at(fd, off)
+                line = pidx.line_at(fd, off)
             except OSError as exc:
                 raise storage_error(exc, "read", b.path) from None
             parsed = parse_line(line)
-            if parsed is None or bucket_index.key_hash(parsed[0][1]) != bucket_index.key_hash(key):
-                log.warning("persisted index of %s does not match the bucket; rescanning it", b.rel)
-                self._reload(b, use_index=False)
-                return None
-            header = parsed[0]
-            if header[1] == key:
-                e: Entry = (header[0], header[2], header[3], header[4], off, len(line))
-                b.index[key] = e
-                return e, parsed[1]
+            if parsed is not None:
+                header = parsed[0]
+                if header[1] == key:
+                    e: Entry = (header[0], header[2], header[3], header[4], off, len(line))
+                    b.index[key] = e
+                    return e, parsed[1]
+                if bucket_index.key_hash(header[1]) == h:
+                    continue  # another key of the same hash
+            log.warning("persisted index of %s does not match the bucket; rescanning it", b.rel)
+            self._reload(b, use_index=False)
+            return None
         return None
 
     def _scan_into(self, b: _Bucket, start: int, end: int) -> None:

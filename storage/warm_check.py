@@ -260,14 +260,17 @@ class WarmCheck:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < covered:
                 return None  # stale: of an older file, ignored
-            if bucket_index.load(bucket_index.index_path(b.path), fd, st) is None:
-                return "persisted index does not match the first bytes of its bucket file (rewritten in place?)"
             current: dict[str, int] = {}
             for off, line in lines(fd, 0, covered):
                 parsed = parse_line(line)
                 if parsed is None:
-                    return f"persisted index covers a damaged line at offset {off}"
+                    # The bucket was damaged after it was indexed: that is
+                    # the bucket's finding (corrupt-record), not the index's;
+                    # reads through the index meet the damage and rescan.
+                    return None
                 current[parsed[0][1]] = off
+            if bucket_index.load(bucket_index.index_path(b.path), fd, st) is None:
+                return "persisted index does not match the first bytes of its bucket file (rewritten in place?)"
         finally:
             os.close(fd)
         want = sorted((bucket_index.key_hash(k), off) for k, off in current.items())

@@ -15,7 +15,8 @@ lives here keeps the buckets healthy:
   the namespace's cross-process lock, damaged lines being copied to
   ``quarantine/`` first (when to do so is decided in ``warm.py``).
 - *Persisted indexes.* A compaction, and ``close()``, write a bucket's
-  persisted index (``bucket_index.py``) when it is big enough to need one.
+  persisted index (``bucket_index.py``) when the one on disk is missing or
+  lags.
 
 ``check(fix)`` is in ``warm_check.py``, bulk reads in ``warm_bulk.py``.
 
@@ -51,7 +52,7 @@ from .fsutil import (
 from . import bucket_index
 from .bucket_index import Persisted
 from .locks import NamespaceLocks
-from .warm_format import Misfit, audit, lines, parse_line
+from .warm_format import Misfit, audit, lines, parse_line, read_line_at
 
 log = logging.getLogger("hrm_memory.warm")
 
@@ -62,13 +63,13 @@ Entry = tuple[str, int, int, int, int, int]
 
 class _Bucket:
     __slots__ = (
-        "path", "spath", "rel", "idx", "gens", "seen_gen", "checked_at", "fd", "writable", "ino", "size", "tail",
+        "_path", "spath", "rel", "idx", "gens", "seen_gen", "checked_at", "fd", "writable", "ino", "size", "tail",
         "index", "garbage", "corrupt", "unknown_after", "lock", "loaded", "pidx", "idx_covered",
     )
 
-    def __init__(self, path: Path, rel: str, idx: int, gens: SharedCounters | None) -> None:
-        self.path = path
-        self.spath = str(path)
+    def __init__(self, spath: str, rel: str, idx: int, gens: SharedCounters | None) -> None:
+        self.spath = spath  # the path as a string: what the read path uses
+        self._path: Path | None = None
         self.rel = rel
         self.idx = idx
         self.gens = gens  # the namespace's shared change counters, warm.Generations (None: always stat)
@@ -91,6 +92,14 @@ class _Bucket:
         # holds only what was appended after it, and keys looked up since.
         self.pidx: Persisted | None = None
         self.idx_covered = -1  # bytes the persisted index on disk covers, for this inode (-1: none known)
+
+    @property
+    def path(self) -> Path:
+        """The bucket file's path (made on first use: a first read needs only ``spath``)."""
+        p = self._path
+        if p is None:
+            p = self._path = Path(self.spath)
+        return p
 
     def reset(self) -> None:
         self.seen_gen = -1
@@ -174,7 +183,7 @@ class WarmUpkeep:
         """Open an existing bucket file: read-write if allowed (so a later
         write reuses it), else read-only (read-only root, file mode 0400)."""
         try:
-            b.fd = os.open(b.path, os.O_RDWR | os.O_APPEND | NOFOLLOW)
+            b.fd = os.open(b.spath, os.O_RDWR | os.O_APPEND | NOFOLLOW)
             b.writable = True
         except FileNotFoundError:
             raise
@@ -353,15 +362,15 @@ class WarmUpkeep:
             return reclaimed
 
     def _save_index(self, b: _Bucket) -> None:
-        """Write ``b``'s persisted index (``bucket_index.py``) if the bucket is
-        big enough to need one, its whole index is in memory and undamaged,
-        and the index on disk is missing or lags by ``MIN_BYTES / 2``. The
-        caller holds ``b.lock``. Never raises: the index is only a cache."""
-        if b.pidx is not None or not b.loaded or b.fd is None or b.ino is None:
+        """Write ``b``'s persisted index (``bucket_index.py``) if the one on
+        disk is missing or lags (``bucket_index.lags``) and the bucket is
+        undamaged: from the whole index in memory, or, when ``b`` is read
+        through a persisted index, from that one merged with what was
+        appended after it. The caller holds ``b.lock``. Never raises: the
+        index is only a cache."""
+        if not b.loaded or b.fd is None or b.ino is None or b.corrupt or b.unknown_after >= 0:
             return
-        if b.corrupt or b.unknown_after >= 0 or b.size < bucket_index.MIN_BYTES:
-            return
-        if b.idx_covered >= 0 and b.size - b.idx_covered < bucket_index.MIN_BYTES // 2:
+        if not bucket_index.lags(b.idx_covered, b.size):
             return
         if any(e[0] == "x" for e in b.index.values()):
             return
@@ -378,9 +387,18 @@ class WarmUpkeep:
                     return
             if any(e[4] >= b.size for e in b.index.values()):
                 return
-            keys = list(b.index)
-            offs = [e[4] for e in b.index.values()]
-            data = bucket_index.encode(keys, offs, b.fd, st, b.size, b.garbage)
+            pidx = b.pidx
+            if pidx is None:
+                keys = list(b.index)
+                offs = [e[4] for e in b.index.values()]
+                data = bucket_index.encode(keys, offs, b.fd, st, b.size, b.garbage)
+            else:
+                appended = {k: e[4] for k, e in b.index.items() if e[4] >= pidx.covered}
+                fd = b.fd
+                merged = bucket_index.merge(pidx, appended, lambda off: _key_at(fd, off))
+                if merged is None:
+                    return
+                data = bucket_index.encode_hashed(merged[0], merged[1], fd, st, b.size, b.garbage)
             bucket_index.write(bucket_index.index_path(b.path), data)
         except OSError as exc:
             log.info("persisted index of %s not written: %s", b.rel, exc)
@@ -426,6 +444,12 @@ class WarmUpkeep:
             for b in self._buckets_of(ns):
                 total += self.compact_bucket(ns, b)
         return total
+
+
+def _key_at(fd: int, off: int) -> str | None:
+    """The key of the line at ``off``, None if it is damaged."""
+    parsed = parse_line(read_line_at(fd, off))
+    return None if parsed is None else str(parsed[0][1])
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -24,11 +24,6 @@ NS = "t.big"
 N = 600
 
 
-@pytest.fixture(autouse=True)
-def small_index_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bucket_index, "MIN_BYTES", 512)  # so that small tests get indexes
-
-
 def open_mm(root: Path) -> MemoryManager:
     return MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NS)])
 
