@@ -223,13 +223,173 @@ def instructions_table(n: int, base_tracing: str | None) -> str:
     return "\n".join(lines)
 
 
+# -- wall clock (issue 13) ----------------------------------------------------------------
+
+
+def _thread_cpu() -> dict[str, tuple[float, int, int]]:
+    """Per thread of this process: CPU seconds, voluntary and involuntary context switches."""
+    import os
+    import threading
+
+    out: dict[str, tuple[float, int, int]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    for tid in os.listdir("/proc/self/task"):
+        name = names.get(tid, "other")
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
+        except OSError:
+            continue
+        out[f"{name}[{tid}]"] = (
+            (int(fields[11]) + int(fields[12])) / tick,
+            int(status["voluntary_ctxt_switches"]),
+            int(status["nonvoluntary_ctxt_switches"]),
+        )
+    return out
+
+
+def wall_worker(mode: str, op: str, n: int) -> dict[str, Any]:
+    """One measured process: ``n`` hot reads or writes (1,000 keys) in a
+    tight loop, then ``provider.force_flush()``; and the p50 of 2,000 calls
+    timed one by one. Also the garbage collector's time and each thread's CPU."""
+    import gc
+
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = CountingExporter()
+    provider = None
+    if mode != "none":
+        provider = TracerProvider()
+        provider.add_span_processor((BatchSpanProcessor if mode == "batch" else SimpleSpanProcessor)(exporter))
+    gc_time = [0.0, 0.0]
+    gc_count = [0, 0, 0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_time[1] = time.perf_counter()
+        else:
+            gc_time[0] += time.perf_counter() - gc_time[1]
+            gc_count[info["generation"]] += 1
+
+    with tempfile.TemporaryDirectory() as root:
+        mm = MemoryManager(root, namespaces=[NamespaceSpec("bench.hot", tier="hot")], tracer_provider=provider)
+        keys = [f"k{i % 1000}" for i in range(n)]
+        call = mm.read if op == "read" else mm.write
+        args: tuple[Any, ...] = () if op == "read" else (VALUE,)
+        for k in keys[:1000]:
+            mm.write("bench.hot", k, VALUE)
+        for k in keys[:5000]:  # warm up: specialised byte code, the drainer thread running
+            call("bench.hot", k, *args)
+        if provider:
+            provider.force_flush()
+        per: list[float] = []
+        clock = time.perf_counter
+        for k in keys[:2000]:
+            t0 = clock()
+            call("bench.hot", k, *args)
+            per.append(clock() - t0)
+        if provider:
+            provider.force_flush()
+        exporter.count = 0
+        cpu0 = _thread_cpu()
+        gc.callbacks.append(on_gc)
+        t0 = clock()
+        for k in keys:
+            call("bench.hot", k, *args)
+        t1 = clock()
+        if provider:
+            provider.force_flush()
+        t2 = clock()
+        gc.callbacks.remove(on_gc)
+        cpu1 = _thread_cpu()
+        mm.close()
+    if provider:
+        provider.shutdown()
+    threads = {
+        name: [b - a for a, b in zip(cpu0.get(name, (0.0, 0, 0)), v)] for name, v in cpu1.items()
+    }
+    return {
+        "p50_us": statistics.median(per) * 1e6,
+        "loop_us": (t1 - t0) / n * 1e6,
+        "total_us": (t2 - t0) / n * 1e6,
+        "gc_us": gc_time[0] / n * 1e6,
+        "gc_collections": gc_count,
+        "threads": {k: v for k, v in threads.items() if any(v)},
+        "exported": exporter.count,
+    }
+
+
+def wall_table(n: int, reps: int, verbose: bool) -> str:
+    """Each case in its own process, the cases interleaved rep by rep (drift
+    hits them alike); the machine's load is printed, as it moves the figures."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cases = [(m, op) for op in ("read", "write") for m in ("none", "batch", "simple")]
+    got: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in cases}
+    load0 = os.getloadavg()
+    for _ in range(reps):
+        for mode, op in cases:
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.bench_tracing", "--wall-worker", mode, op, str(n)],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            got[(mode, op)].append(json.loads(out.splitlines()[-1]))
+    load1 = os.getloadavg()
+
+    def stat(mode: str, op: str, field: str) -> tuple[float, float, float]:
+        xs = [r[field] for r in got[(mode, op)]]
+        return statistics.mean(xs), min(xs), max(xs)
+
+    lines = [
+        f"Wall clock per operation, µs (hot tier, 1,000 keys, ~206-byte value; N={n:,} ops then "
+        f"provider.force_flush(); {reps} reps, each case in its own process, interleaved; "
+        f"load average {load0[0]:.2f} before, {load1[0]:.2f} after, {os.cpu_count()} CPUs)",
+        "",
+        "| case | caller p50 | caller p50 added | total: mean (min-max) | total added (mean; min-max vs no-SDK mean) "
+        "| of which GC | spans exported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, op in cases:
+        p50, _, _ = stat(mode, op, "p50_us")
+        tot, lo, hi = stat(mode, op, "total_us")
+        gcu, _, _ = stat(mode, op, "gc_us")
+        b50, _, _ = stat("none", op, "p50_us")
+        btot, _, _ = stat("none", op, "total_us")
+        label = {"none": "no SDK", "batch": "SDK + BatchSpanProcessor", "simple": "SDK + SimpleSpanProcessor"}[mode]
+        added = mode != "none"
+        exported = statistics.mean(r["exported"] for r in got[(mode, op)])
+        lines.append(
+            f"| {op}: {label} | {p50:.2f} | {f'{p50 - b50:+.2f}' if added else ''} | {tot:.2f} ({lo:.2f}-{hi:.2f}) | "
+            + (f"{tot - btot:+.2f} ({lo - btot:+.2f} to {hi - btot:+.2f})" if added else "")
+            + f" | {gcu:.2f} | {exported:,.0f} |"
+        )
+    if verbose:
+        lines += ["", "Per rep: CPU seconds, voluntary / involuntary context switches of each thread; GC runs per generation"]
+        for (mode, op), rs in got.items():
+            for r in rs:
+                lines.append(f"  {op} {mode}: total {r['total_us']:.2f} gc {r['gc_collections']} threads {r['threads']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--instructions", action="store_true", help="callgrind instruction counts instead of timings")
     ap.add_argument("--base-tracing", help="with --instructions: another tracing.py to load instead")
+    ap.add_argument("--wall", action="store_true", help="wall clock: caller p50 and 100k-op loop + force_flush")
+    ap.add_argument("--verbose", action="store_true", help="with --wall: each rep's threads and GC runs")
     args = ap.parse_args(argv)
+    if args.wall:
+        text = wall_table(args.n, args.reps if args.reps != 3 else 5, args.verbose)
+        print(text)
+        return text
     if args.instructions:
         text = instructions_table(args.n if args.n != 100_000 else 5_000, args.base_tracing)
         print(text)
@@ -264,7 +424,11 @@ def main(argv: list[str] | None = None) -> str:
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+    if len(sys.argv) > 1 and sys.argv[1] == "--wall-worker":
+        import json
+
+        print(json.dumps(wall_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--worker":
         mode, op, n, part = sys.argv[2:6]
         count_worker(mode, op, int(n), part == "caller", sys.argv[6] if len(sys.argv) > 6 else None)
     else:

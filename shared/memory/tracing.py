@@ -12,15 +12,20 @@ Three paths, chosen per provider:
   *deferred* path. On the caller's thread an operation records only what
   differs from one span to the next: its parent (the caller's current span,
   read straight from OpenTelemetry's context variable), start and end times,
-  namespace, key and the operation's own attributes, as one tuple appended to
-  a list. A drainer thread later turns each record into a real SDK span
-  (``ReadableSpan``) and hands it to the provider's sampler and span
+  namespace, key and the operation's own attributes, in one record (a
+  finished record reused: no allocation) appended to a list. Every 256
+  records, the operation that fills the batch turns them into real SDK spans
+  (``ReadableSpan``) and hands them to the provider's sampler and span
   processors (``on_end``), the same objects the SDK's own spans go through,
   so exporters see ordinary spans with correct ids, parents, timestamps and
-  attributes. What a span of ours does not need is not made (issue 13): the
-  span id, and the trace id of a root span, come from the provider's id
-  generator on the drainer (a trace id on the caller only when ``write``
-  returns it); the constant attributes are one cached dict per operation;
+  attributes; the last records of a burst are finished by a drainer thread
+  once the operations pause (see :mod:`hrm_memory.tracing_sdk`: where, when
+  and why, including the switch to the thread for a slow exporter). The
+  spans' time is thus spent on the caller's thread once per batch, not per
+  operation (the median operation pays only for its record), and what a
+  span of ours does not need is not made (issue 13): the span id, and the
+  trace id of a root span, come from the provider's id generator when the
+  batch is finished (a trace id on the caller only when ``write`` returns it); the constant attributes are one cached dict per operation;
   attributes are few, short and bounded by construction (keys cut at 256
   characters), so they are not wrapped in ``BoundedAttributes``; the
   ``SpanContext`` and ``ReadableSpan`` are filled in without their
@@ -290,8 +295,18 @@ class Tracing:
                 namespace = repr(namespace)[:200]
             if type(key) is not str and key is not None:
                 key = repr(key)[:200]
-            span: _DeferredSpan = _new_span(_DeferredSpan)
-            span.rec = self._recorder  # type: ignore[assignment]
+            rec = self._recorder
+            assert rec is not None
+            span: _DeferredSpan
+            free = rec.free
+            if free:
+                try:
+                    span = free.pop()  # a finished record, filled in again (no allocation)
+                except IndexError:  # another thread took the last one
+                    span = _new_span(_DeferredSpan)
+            else:
+                span = _new_span(_DeferredSpan)
+            span.rec = rec
             span.op = info
             span.ns = namespace
             span.key = key

@@ -5,19 +5,37 @@ thread (:class:`~hrm_memory.tracing._DeferredSpan`); a :class:`Recorder`
 per SDK provider keeps them and turns them, a batch at a time, into real
 ``ReadableSpan`` objects handed to the provider's sampler and span processors.
 
-When the batch is finished (wall clock, 2-core VM; see ``bench_tracing --wall``):
+Where and when a batch is finished (measured on a 2-core VM, CPython 3.11:
+``python -m benchmarks.bench_tracing --wall``; issue 13):
 
-- **in batches of** :attr:`Recorder.BATCH` **records**, by the drainer thread,
-  woken by the operation that makes the batch full (one ``Event.set`` per
-  batch, no per-operation wake-up), and on a timer (:attr:`Recorder.TICK`)
-  for the last records of a burst. The records of a batch are still in the
-  CPU's caches when they are drained; the former design let up to 50,000
-  pile up (tens of megabytes: every record and its span missed the caches,
-  and the garbage collector walked them all, again and again, while they
-  waited);
+- **On the caller's thread, every** :attr:`Recorder.BATCH` **records**: the
+  operation that fills a batch finishes it (builds the spans, calls each
+  processor's ``on_end``, and every :attr:`Recorder.CHUNK` spans its
+  ``force_flush``, so a batch processor's bounded queue never drops one).
+  The median operation pays only for its record. A drainer thread cost more
+  in wall time than the work it moved: with the GIL only one thread runs, so
+  it saves the caller nothing in a busy loop, and it gets the GIL only at the
+  caller's switch interval (5 ms: thousands of records by then), so records
+  and spans outlived the young GC generation (a full collection of the
+  process's ~30,000 objects, ~15 ms, every ~30,000 operations) and were read
+  on the other core, out of its caches. In batches on one thread, each
+  batch's objects die young: no GC run at all in a 100,000-operation loop.
+  A finished record goes back to a free list for the next operation.
+- **On the drainer thread** (one per provider, exiting after a second
+  idle): the last records of a burst, once the count stops moving for a
+  tick (:attr:`Recorder.TICK`); and every batch after three batches in a row
+  took over :attr:`Recorder.SLOW` a span on the caller (an exporter that
+  waits on the network, through ``SimpleSpanProcessor`` or a batch
+  processor's ``force_flush``): the caller then only wakes the thread (one
+  ``Event.set`` a batch) and yields the GIL to it, for
+  :attr:`Recorder.RETRY` batches; then one batch on the caller's thread
+  again tells whether it still should.
 - ``provider.force_flush()``, ``shutdown()``, ``MemoryManager.close()``,
   :func:`hrm_memory.tracing.flush` and interpreter exit drain what is pending
   on the calling thread first.
+
+A processor that raises in ``on_end`` or ``force_flush`` is logged
+(``hrm_memory.tracing``) and loses no other span; the operation is not failed.
 
 ``SpanContext`` and ``ReadableSpan`` are filled in directly (a tuple, and the
 span's attributes stored one by one in its constructor's order, so CPython
@@ -30,6 +48,7 @@ constructors if they differ (another SDK version).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -49,6 +68,9 @@ except ImportError:  # pragma: no cover - the SDK is a dependency, but optional 
     ReadableSpan = None  # type: ignore[assignment,misc]
 
 _OK = Status(StatusCode.UNSET)
+_yield_gil = time.sleep
+_clock = time.perf_counter
+_logger = logging.getLogger("hrm_memory.tracing")
 
 _tuple_new = tuple.__new__
 _object_new = object.__new__
@@ -152,14 +174,21 @@ class Recorder:
     """Pending span records of one SDK provider, and the thread that finishes them."""
 
     BATCH = 256  # records that wake the drainer thread
-    CHUNK = 500  # spans between two force_flush() of the processors (a batch processor's queue is bounded)
+    FREE = 1024  # finished records kept for reuse
+    CHUNK = 256  # spans between two force_flush() of the processors (see drain)
     IDLE_EXIT = 1.0  # seconds without records before the drainer thread exits
+    RETRY = 64  # batches on the drainer thread before the caller's is tried again
+    SLOW = 20e-6  # seconds a span: a drain on the caller's thread slower than this moves to the drainer thread
     TICK = 0.02  # the drainer's timer: the last records of a burst wait at most this long
 
     def __init__(self, provider: Any, scope: Any, hook: type) -> None:
         self.provider = provider
         self.scope = scope
         self.pending: list[Any] = []
+        #: Records already finished, for Tracing.start to fill in again: an
+        #: operation then allocates no object the garbage collector tracks
+        #: (each one it must count and walk until it dies; issue 13).
+        self.free: list[Any] = []
         #: The pending count at which an operation calls :meth:`kick`: 1 while
         #: no drainer thread runs (the first record starts it), BATCH while it
         #: waits, never again once woken until it has drained.
@@ -169,6 +198,12 @@ class Recorder:
         self.ready = threading.Event()
         self.thread: threading.Thread | None = None
         self.unflushed = 0
+        #: Batches are finished on the thread of the operation that fills
+        #: them, until one is slow (an exporter that waits on the network):
+        #: then by the drainer thread.
+        self.inline = True
+        self.slow = 0
+        self.retry = 0
         gen = provider.id_generator
         self.new_trace_id: Callable[[], int]
         self.new_span_id: Callable[[], int]
@@ -188,7 +223,29 @@ class Recorder:
             multi._span_processors = (hook(self), *multi._span_processors)
 
     def kick(self) -> None:
-        """A batch is full (or the first record came): wake the drainer, start it if none."""
+        """A batch is full, or the first record came: finish the batch here,
+        or wake the drainer thread (start it if none)."""
+        if not self.inline:
+            self.retry -= 1
+            if self.retry <= 0:  # now and then, the caller's thread again (it was descheduled, say)
+                self.inline = True
+                self.slow = 2  # one slow batch sends it back
+        if self.inline and self.thread is not None and self.draining.acquire(blocking=False):
+            # On the caller's thread: no hand-off to another thread (and
+            # core), and every object of the batch dies young (issue 13).
+            try:
+                t0 = _clock()
+                n = self._drain()
+                if n and _clock() - t0 > n * self.SLOW:
+                    self.slow += 1  # a slow exporter (network), or this thread was descheduled
+                    if self.slow >= 3:
+                        self.inline = False  # three in a row: the drainer thread, for RETRY batches
+                        self.retry = self.RETRY
+                else:
+                    self.slow = 0
+            finally:
+                self.draining.release()
+            return
         with self.lock:  # serialised with the thread's exit, so a record is never left without one
             self.due = 1 << 62  # no further kick until the thread waits again (it sets BATCH)
             if self.thread is None:
@@ -196,23 +253,41 @@ class Recorder:
                 self.thread.start()
             else:
                 self.ready.set()
+                # Let the drainer have the interpreter now: else it waits for
+                # the caller's switch interval (5 ms: thousands of records,
+                # out of the caches, many surviving into older GC generations).
+                _yield_gil(0)
 
     def _run(self) -> None:
         idle_since = time.monotonic()
         ready = self.ready
+        last = -1
         while True:
             self.due = self.BATCH
-            ready.wait(self.TICK)
+            woken = ready.wait(self.TICK)
             ready.clear()
-            if self.pending:
-                self.drain()
+            n = len(self.pending)
+            if n:
                 idle_since = time.monotonic()
+                # Woken for a batch, or the caller paused (the count stopped
+                # moving): a busy caller finishes its own batches when inline.
+                if woken or n == last or not self.inline:
+                    self._drain_logged()
+                    last = -1
+                else:
+                    last = n
             elif time.monotonic() - idle_since > self.IDLE_EXIT:
                 with self.lock:
                     self.due = 1
                     if not self.pending:
                         self.thread = None
                         return
+
+    def _drain_logged(self) -> None:
+        try:
+            self.drain()
+        except Exception:  # noqa: BLE001 - the thread goes on for the next spans
+            _logger.exception("hrm-memory: a span processor failed")
 
     def drain(self) -> int:
         """Turn every pending record into an SDK span; return how many.
@@ -222,29 +297,37 @@ class Recorder:
         batch waits for it, so every span has reached the processors when it
         returns (issue 14, item 10)."""
         with self.draining:
-            total = 0
-            while True:
-                with self.lock:
-                    # The list is never replaced: a caller may have loaded
-                    # ``rec.pending`` just before this runs and append right
-                    # after; its record then stays for the next drain.
-                    pending = self.pending
-                    batch = pending[: self.CHUNK]
-                    del pending[: len(batch)]
-                if not batch:
-                    return total
-                total += len(batch)
-                downstream = [p for p in self.provider._active_span_processor._span_processors
-                              if type(p) is not self.hook]  # fmt: skip
-                self._deliver(batch, downstream)
-                self.unflushed += len(batch)
-                if self.unflushed >= self.CHUNK:
-                    # Hand the spans on before the next chunk: a batch
-                    # processor has a bounded queue and would drop what it
-                    # cannot hold (its worker may not run: we hold the GIL).
-                    self.unflushed = 0
-                    for p in downstream:
+            return self._drain()
+
+    def _drain(self) -> int:
+        total = 0
+        while True:
+            with self.lock:
+                # The list is never replaced: a caller may have loaded
+                # ``rec.pending`` just before this runs and append right
+                # after; its record then stays for the next drain.
+                pending = self.pending
+                batch = pending[: self.CHUNK]
+                del pending[: len(batch)]
+            if not batch:
+                return total
+            total += len(batch)
+            downstream = [p for p in self.provider._active_span_processor._span_processors
+                          if type(p) is not self.hook]  # fmt: skip
+            self._deliver(batch, downstream)
+            if len(self.free) < self.FREE:
+                self.free += batch  # no longer referenced by anyone: end() was their last use
+            self.unflushed += len(batch)
+            if self.unflushed >= self.CHUNK:
+                # Hand the spans on before the next chunk: a batch
+                # processor has a bounded queue and would drop what it
+                # cannot hold (its worker may not run: we hold the GIL).
+                self.unflushed = 0
+                for p in downstream:
+                    try:
                         p.force_flush()
+                    except Exception:  # noqa: BLE001 - as in _deliver
+                        _logger.exception("hrm-memory: a span processor failed")
 
     def _deliver(self, batch: list[Any], downstream: list[Any]) -> None:
         provider = self.provider
@@ -334,11 +417,14 @@ class Recorder:
                     name, make_context(tid, sid, flags, state), parent, resource, a,
                     rec.status or _OK, rec.start, rec.stop, scope,
                 )  # fmt: skip
-            if only is not None:
-                only(span)
-            else:
-                for on_end in on_ends:
-                    on_end(span)
+            try:
+                if only is not None:
+                    only(span)
+                else:
+                    for on_end in on_ends:
+                        on_end(span)
+            except Exception:  # noqa: BLE001 - one processor's failure loses no other span
+                _logger.exception("hrm-memory: a span processor failed")
 
 
 class DrainHook:
