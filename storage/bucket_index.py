@@ -53,7 +53,7 @@ import sys
 import zlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .fsutil import NOFOLLOW, atomic_write
@@ -133,14 +133,19 @@ class Persisted:
     def offsets(self, key: str) -> Iterator[int]:
         return iter(self.at(key_hash(key)))
 
-    def at(self, h: int) -> list[int]:
+    def at(self, h: int) -> Sequence[int]:
         """Offsets of the entries of key hash ``h`` (usually none or one)."""
         hashes = self._hashes
-        i = j = bisect_left(hashes, h)
+        i = bisect_left(hashes, h)
         n = self.n
+        if i == n or hashes[i] != h:
+            return ()
+        if i + 1 == n or hashes[i + 1] != h:
+            return (self._offsets[i],)
+        j = i + 1
         while j < n and hashes[j] == h:
             j += 1
-        return list(self._offsets[i:j]) if j > i else []
+        return self._offsets[i:j].tolist()
 
     def pairs(self) -> Iterator[tuple[int, int]]:
         """``(key hash, offset)`` of every entry, in hash order."""

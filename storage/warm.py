@@ -265,21 +265,27 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
             e = found[0] if found is not None else b.index.get(key)
         return e
 
-    def _from_persisted(self, b: _Bucket, key: str) -> tuple[Entry, bytes] | None:
+    def _from_persisted(self, b: _Bucket, key: str, h: int = -1) -> tuple[Entry, bytes] | None:
         """``(entry, value)`` of ``key``'s current line as the persisted
         index locates it (the entry is kept in memory), or None if the index
-        has no such key. A line that fails its checksum, or a line the index
-        points to that is not a line of the key hash it claims, means the
-        index cannot be trusted: it is dropped and the bucket is scanned."""
-        assert b.pidx is not None
-        fd = b.fd if b.fd is not None else self._open_existing(b)
-        h = _crc32(key.encode("utf-8", "surrogatepass"))
+        has no such key (``h``: its hash if known). A line that fails its
+        checksum, or a line the index points to that is not a line of the key
+        hash it claims, means the index cannot be trusted: it is dropped and
+        the bucket is scanned."""
         pidx = b.pidx
+        assert pidx is not None
+        if h < 0:
+            h = _crc32(key.encode("utf-8", "surrogatepass"))
+        data = pidx.data
         for off in pidx.at(h):
-            try:
-                line = pidx.line_at(fd, off)
-            except OSError as exc:
-                raise storage_error(exc, "read", b.path) from None
+            if data is not None:  # a small bucket, read whole (Persisted.line_at, spelled out)
+                nl = data.find(b"\n", off)
+                line = data[off:nl] if nl >= 0 else data[off:]
+            else:
+                try:
+                    line = read_line_at(b.fd if b.fd is not None else self._open_existing(b), off)
+                except OSError as exc:
+                    raise storage_error(exc, "read", b.path) from None
             parsed = parse_line(line)
             if parsed is not None:
                 header = parsed[0]
@@ -473,9 +479,10 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
     def get(self, namespace: str, key: str) -> Stored | None:
         # The read path, with _bucket's, bucket_of's and _refresh's common
         # cases spelled out (one Python call each fewer per read).
-        b = self._buckets.get((namespace, _crc32(key.encode("utf-8", "surrogatepass")) % N_BUCKETS))
+        h = _crc32(key.encode("utf-8", "surrogatepass"))
+        b = self._buckets.get((namespace, h % N_BUCKETS))
         if b is None:
-            b = self._bucket(namespace, bucket_of(key))
+            b = self._bucket(namespace, h % N_BUCKETS)
         with b.lock:
             gens = b.gens
             if self.closed or gens is None or gens.get(b.idx) != b.seen_gen or (
@@ -488,7 +495,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
             e = b.index.get(key)
             value = None
             if e is None and b.pidx is not None:
-                found = self._from_persisted(b, key)
+                found = self._from_persisted(b, key, h)
                 e, value = found if found is not None else (b.index.get(key), None)
             if b.unknown_after >= 0 and (e is None or e[4] < b.unknown_after):
                 # Never answer with what may be an older version (or a false
