@@ -23,12 +23,23 @@ reports (instructions with N ops - instructions with 0 ops) / N, for
 - ``simple``: SDK + ``SimpleSpanProcessor`` + ``InMemorySpanExporter``;
 
 each as *total* (the loop, then ``provider.force_flush()``) and *caller*
-(the loop only: the drainer thread is not started and the pending records
-are dropped, so this is the caller's thread alone). ``--base-tracing FILE``
+(the loop only: no batch is finished, its records go back to the free list
+unfinished, so this is the caller's thread alone less the batches). ``--base-tracing FILE``
 loads another ``tracing.py`` (say ``git show REV:shared/memory/tracing.py``)
 in place of this checkout's, for before/after figures:
 
     python -m benchmarks.bench_tracing --instructions [--n 5000] [--base-tracing /tmp/tracing_before.py]
+
+Wall clock (issue 13): ``--wall`` runs each case (no SDK; SDK +
+``BatchSpanProcessor``; SDK + ``SimpleSpanProcessor``, both to an exporter
+that counts and discards) in its own process, the cases interleaved rep by
+rep, and prints per operation the caller's p50 (2,000 calls timed one by
+one), the total of a tight loop of N ops followed by ``provider.force_flush()``
+(mean, min-max over reps), the garbage collector's share, and the machine's
+load average (other processes move the figures: read them with it);
+``--verbose`` adds each rep's per-thread CPU and context switches:
+
+    python -m benchmarks.bench_tracing --wall [--n 100000] [--reps 5] [--verbose]
 """
 
 from __future__ import annotations
@@ -137,7 +148,14 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
         else:
             provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     if caller_only:
-        tracing._Recorder.wake = lambda self: None  # type: ignore[method-assign]
+        from hrm_memory import tracing_sdk
+
+        def recycle(self: Any) -> None:  # the records come back as a drain returns them, unfinished
+            self.due = self.BATCH
+            self.free += self.pending
+            self.pending.clear()
+
+        tracing_sdk.Recorder.kick = recycle  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as root:
         mm = MemoryManager(root, namespaces=[NamespaceSpec("bench.hot", tier="hot")], tracer_provider=provider)
         for i in range(100):
@@ -380,14 +398,14 @@ def wall_table(n: int, reps: int, verbose: bool) -> str:
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, help="repetitions (default 3; 5 with --wall)")
     ap.add_argument("--instructions", action="store_true", help="callgrind instruction counts instead of timings")
     ap.add_argument("--base-tracing", help="with --instructions: another tracing.py to load instead")
     ap.add_argument("--wall", action="store_true", help="wall clock: caller p50 and 100k-op loop + force_flush")
     ap.add_argument("--verbose", action="store_true", help="with --wall: each rep's threads and GC runs")
     args = ap.parse_args(argv)
     if args.wall:
-        text = wall_table(args.n, args.reps if args.reps != 3 else 5, args.verbose)
+        text = wall_table(args.n, args.reps or 5, args.verbose)
         print(text)
         return text
     if args.instructions:
@@ -396,13 +414,14 @@ def main(argv: list[str] | None = None) -> str:
         return text
     modes = ["no-sdk", "sdk-batch", "sdk-batch-deferred"]
     results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
-    for _ in range(args.reps):
+    reps = args.reps or 3
+    for _ in range(reps):
         for m in modes:  # interleaved, so drift hits every mode alike
             results[m].append(run_mode(m, args.n))
     med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in results.items()}
     base = med["no-sdk"]
     lines = [
-        f"Tracing overhead per operation (hot tier; N={args.n:,} ops per op kind, median of {args.reps} reps; µs)",
+        f"Tracing overhead per operation (hot tier; N={args.n:,} ops per op kind, median of {reps} reps; µs)",
         "",
         "| mode | write: caller | write: finishing | write: added vs no-sdk | read: caller | read: finishing | read: added vs no-sdk | spans exported / created |",
         "|---|---|---|---|---|---|---|---|",

@@ -247,16 +247,17 @@ class Recorder:
                 self.draining.release()
             return
         with self.lock:  # serialised with the thread's exit, so a record is never left without one
-            self.due = 1 << 62  # no further kick until the thread waits again (it sets BATCH)
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="hrm-memory-spans", daemon=True)
                 self.thread.start()
-            else:
-                self.ready.set()
-                # Let the drainer have the interpreter now: else it waits for
-                # the caller's switch interval (5 ms: thousands of records,
-                # out of the caches, many surviving into older GC generations).
-                _yield_gil(0)
+                self.due = self.BATCH
+                return
+            self.due = 1 << 62  # no further kick until the thread waits again (it sets BATCH)
+            self.ready.set()
+        # Let the drainer have the interpreter now: else it waits for the
+        # caller's switch interval (5 ms: thousands of records, out of the
+        # caches, many surviving into older GC generations).
+        _yield_gil(0)
 
     def _run(self) -> None:
         idle_since = time.monotonic()
@@ -307,7 +308,7 @@ class Recorder:
                 # ``rec.pending`` just before this runs and append right
                 # after; its record then stays for the next drain.
                 pending = self.pending
-                batch = pending[: self.CHUNK]
+                batch = pending[: self.CHUNK - self.unflushed]  # at most CHUNK between two flushes
                 del pending[: len(batch)]
             if not batch:
                 return total
@@ -417,14 +418,17 @@ class Recorder:
                     name, make_context(tid, sid, flags, state), parent, resource, a,
                     rec.status or _OK, rec.start, rec.stop, scope,
                 )  # fmt: skip
-            try:
-                if only is not None:
+            if only is not None:
+                try:
                     only(span)
-                else:
-                    for on_end in on_ends:
+                except Exception:  # noqa: BLE001 - one processor's failure loses no other span
+                    _logger.exception("hrm-memory: a span processor failed")
+            else:
+                for on_end in on_ends:
+                    try:
                         on_end(span)
-            except Exception:  # noqa: BLE001 - one processor's failure loses no other span
-                _logger.exception("hrm-memory: a span processor failed")
+                    except Exception:  # noqa: BLE001 - nor does it keep the span from the others
+                        _logger.exception("hrm-memory: a span processor failed")
 
 
 class DrainHook:

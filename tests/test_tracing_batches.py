@@ -1,0 +1,177 @@
+"""Issue 13: where and when the deferred path finishes its spans.
+
+Batches of ``Recorder.BATCH`` records are finished on the thread of the
+operation that fills them; the tail of a burst by the drainer thread, with no
+flush; a slow exporter moves batches to the drainer thread; a failing
+processor loses no other span and fails no operation. Real OpenTelemetry SDK,
+no mocks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hrm_memory import MemoryManager, NamespaceSpec, tracing
+from hrm_memory.tracing_sdk import Recorder
+
+HOT = [NamespaceSpec("t.hot", tier="hot")]
+
+
+class Threads(SpanProcessor):
+    """Records the thread each span reached ``on_end`` on."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[int, Any]] = []
+
+    def on_end(self, span: Any) -> None:
+        self.ended.append((threading.get_ident(), span))
+
+
+def _wait_for(cond: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return cond()
+
+
+def test_a_full_batch_is_finished_on_the_callers_thread_and_the_tail_by_the_drainer(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Recorder, "TICK", 0.3)  # the drainer does not step in while the loop runs
+    seen = Threads()
+    provider = TracerProvider()
+    provider.add_span_processor(seen)
+    me = threading.get_ident()
+    n = Recorder.BATCH + 44
+    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+        for i in range(n):
+            mm.write("t.hot", f"k{i}", i)
+        # No flush: the batch was finished by the operation that filled it.
+        assert len(seen.ended) == Recorder.BATCH
+        assert {t for t, _ in seen.ended} == {me}
+        # The tail: the drainer thread, once the operations pause.
+        assert _wait_for(lambda: len(seen.ended) == n)
+        assert all(t != me for t, _ in seen.ended[Recorder.BATCH :])
+    keys = [s.attributes["hrm.memory.key"] for _, s in seen.ended]
+    assert keys == [f"k{i}" for i in range(n)]
+    assert len({s.context.span_id for _, s in seen.ended}) == n
+    provider.shutdown()
+
+
+class SlowExporter(SpanExporter):
+    """Waits as a network exporter does, per export call."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+
+    def export(self, spans: Any) -> SpanExportResult:
+        time.sleep(0.0002)
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Recorder, "TICK", 0.3)
+    exporter = SlowExporter()
+    seen = Threads()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))  # exports each span as it ends
+    provider.add_span_processor(seen)
+    me = threading.get_ident()
+    n = 8 * Recorder.BATCH
+    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+        for i in range(n):
+            mm.write("t.hot", f"k{i}", i)
+        rec = tracing._recorders[provider]
+        assert not rec.inline  # three slow batches in a row: the drainer thread's from then on
+        provider.force_flush()
+    assert len(exporter.spans) == n
+    callers = [t for t, _ in seen.ended]
+    assert callers[: 3 * Recorder.BATCH] == [me] * (3 * Recorder.BATCH)
+    assert any(t != me for t in callers[3 * Recorder.BATCH :])
+    assert sorted(s.attributes["hrm.memory.key"] for s in exporter.spans) == sorted(f"k{i}" for i in range(n))
+    provider.shutdown()
+
+
+def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Failing(SpanProcessor):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def on_end(self, span: Any) -> None:
+            self.calls += 1
+            if self.calls % 3 == 0:
+                raise RuntimeError("on_end failed")
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            raise RuntimeError("force_flush failed")
+
+    failing = Failing()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(failing)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    n = 3 * Recorder.BATCH + 7
+    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+        for i in range(n):
+            mm.write("t.hot", f"k{i}", i)  # never raises
+            assert mm.read("t.hot", f"k{i}") == i
+        tracing.flush()
+    assert failing.calls == 2 * n
+    assert len(exporter.get_finished_spans()) == 2 * n
+    assert "a span processor failed" in caplog.text
+    provider.shutdown()
+
+
+def test_a_batch_processor_drops_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue of ``Recorder.CHUNK`` spans, bursts whose tails the drainer
+    finishes: the spans are handed on (force_flush) every ``Recorder.CHUNK``,
+    tails included, so the queue never overflows; and the records reused
+    from the free list never mix spans up."""
+    monkeypatch.setattr(Recorder, "TICK", 0.01)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(
+        exporter, max_queue_size=Recorder.CHUNK, max_export_batch_size=Recorder.CHUNK, schedule_delay_millis=60_000
+    ))  # fmt: skip
+    n = 6_000
+    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+        for i in range(n):
+            if i % 2:
+                mm.write("t.hot", f"k{i % 500}", i)
+            else:
+                mm.read("t.hot", f"k{(i + 1) % 500}")
+            if i % 300 == 299:
+                time.sleep(0.06)  # a pause: the drainer finishes the tail
+        assert tracing._recorders[provider].free  # finished records, kept for reuse
+    provider.force_flush()
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert len(spans) == n
+    assert len({s.context.span_id for s in spans}) == n
+    for i, s in enumerate(spans):
+        if i % 2:
+            assert s.name == "memory.write" and s.attributes["hrm.memory.key"] == f"k{i % 500}"
+            assert s.attributes["hrm.memory.version"] >= 1
+        else:
+            assert s.name == "memory.read" and s.attributes["hrm.memory.key"] == f"k{(i + 1) % 500}"
+        assert s.start_time <= s.end_time
+    provider.shutdown()
