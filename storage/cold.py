@@ -10,8 +10,10 @@ value_json_bytes], ...]))``. Values stay as their JSON bytes, so a record
 comes back exactly as it was written, floats included.
 
 The archive is never bulk-loaded: a lookup reads the one frame the warm
-tier's marker points at (``"<segment>:<offset>"``), and a query streams one
-frame at a time. Nothing is ever deleted here by archiving; superseded copies
+tier's marker points at (``"<segment>:<offset>"``), checks its crc32, and
+decodes it only as far as the key it wants (``_Frame``: the rest is
+inflated and unpacked by later lookups in that frame, if any); a query
+streams one frame at a time. Nothing is ever deleted here by archiving; superseded copies
 simply stop being current (the warm marker decides which copy is).
 """
 
@@ -24,6 +26,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 from hrm_memory.backend import ARCHIVE, PERSISTENT
@@ -46,7 +49,9 @@ SKIP = b"HRMz"  # a blanked damaged span (after check(fix=True)); scans as empty
 _HEAD = struct.Struct(">4sII")
 SEGMENT_BYTES = 64 * 1024 * 1024
 FRAME_RECORDS = 256  # small enough that a lookup decodes little, large enough to compress well
-FRAME_CACHE = 32  # decoded frames kept per process (a cold read of a recent frame skips zlib)
+FRAME_CACHE = 32  # frames kept per process, decoded as far as lookups went (a cold read of a recent frame skips zlib)
+_INFLATE = 8 * 1024  # bytes a lazy decode inflates at a time
+_new = tuple.__new__  # a Stored without the Python-level __new__ of a NamedTuple
 
 
 def _encode_frame(records: list[Stored]) -> bytes:
@@ -62,7 +67,7 @@ def _decode_payload(payload: bytes) -> list[Stored]:
     such a frame made read() and check() raise untyped errors)."""
     try:
         rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
-        out = [Stored(r[0], r[1], r[2], r[3], r[4], "cold") for r in rows]
+        out = [_new(Stored, (r[0], r[1], r[2], r[3], r[4], "cold")) for r in rows]
     except Exception as exc:  # noqa: BLE001 - zlib, msgpack and shape errors are all damage
         raise CorruptRecord(f"archive frame cannot be decoded ({type(exc).__name__}: {exc})") from None
     if not all(
@@ -72,6 +77,63 @@ def _decode_payload(payload: bytes) -> list[Stored]:
     ):
         raise CorruptRecord("archive frame does not hold records")
     return out
+
+
+class _Frame:
+    """A frame's records, inflated and unpacked only as far as lookups
+    needed: a cold read decodes half a frame on average, and builds one
+    ``Stored``. Its payload passed its crc32 already; what fails to decode
+    is damage (``CorruptRecord``), as in ``_decode_payload``. A frame holds
+    each key once (``archive`` is given a namespace's current records), so
+    the first row of a key is its row."""
+
+    __slots__ = ("rows", "_z", "_src", "_unpacker", "_left", "_lock")
+
+    def __init__(self, payload: bytes) -> None:
+        self.rows: dict[str, list[Any]] = {}
+        self._z = zlib.decompressobj()
+        self._src = payload  # compressed bytes not yet inflated
+        self._unpacker = msgpack.Unpacker(raw=False)
+        self._left = -1  # rows not yet unpacked (-1: the array header not read yet)
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> list[Any] | None:
+        row = self.rows.get(key)
+        if row is None and self._left:
+            with self._lock:  # one decode at a time; it resumes where the last stopped
+                while (row := self.rows.get(key)) is None and self._left:
+                    self._next_row()
+        return row
+
+    def _next_row(self) -> None:
+        unpacker = self._unpacker
+        while True:
+            try:
+                if self._left < 0:
+                    self._left = unpacker.read_array_header()
+                    if not self._left:
+                        return
+                row = unpacker.unpack()
+                break
+            except msgpack.OutOfData:
+                self._inflate()
+            except Exception as exc:  # noqa: BLE001 - msgpack's errors are all damage
+                raise CorruptRecord(f"archive frame cannot be decoded ({type(exc).__name__}: {exc})") from None
+        if type(row) is not list or len(row) != 5 or type(row[0]) is not str:
+            raise CorruptRecord("archive frame does not hold records")
+        self._left -= 1
+        self.rows.setdefault(row[0], row)
+
+    def _inflate(self) -> None:
+        z = self._z
+        if z.eof or not (self._src or z.unconsumed_tail):
+            raise CorruptRecord("archive frame cannot be decoded (truncated)")
+        try:
+            out = z.decompress(self._src, _INFLATE)
+        except zlib.error as exc:
+            raise CorruptRecord(f"archive frame cannot be decoded (error: {exc})") from None
+        self._src = z.unconsumed_tail
+        self._unpacker.feed(out)
 
 
 def _damaged(namespace: str, key: str, path: Path, why: str) -> CorruptRecord:
@@ -92,7 +154,7 @@ class ColdTier:
         self._lock = threading.Lock()
         # Frames are immutable once written (purge and repair rewrite the
         # segment and clear this), so caching them decoded is safe.
-        self._frame_cache: OrderedDict[tuple[str, bytes], dict[str, Stored]] = OrderedDict()
+        self._frame_cache: OrderedDict[tuple[str, bytes], _Frame] = OrderedDict()
 
     def _segments(self, namespace: str) -> list[Path]:
         ensure_real_dirs(self.store_root, "cold", namespace)
@@ -162,39 +224,46 @@ class ColdTier:
                 self._frame_cache[(namespace, location)] = frame
                 while len(self._frame_cache) > FRAME_CACHE:
                     self._frame_cache.popitem(last=False)
-        found = frame.get(key)
-        if found is None:
+        try:
+            row = frame.get(key)
+        except CorruptRecord as exc:
+            self.forget(namespace, location)
+            raise _damaged(namespace, key, self.root / namespace, f"frame at {location.decode()}: {exc}") from None
+        if row is None:
             raise CorruptRecord(
                 f"archived record {namespace}/{key!r} is missing from its frame",
                 namespace=namespace,
                 key=key,
                 path=str(self.root / namespace),
             )
-        return found
+        _, version, created, updated, value = row
+        if type(version) is not int or type(created) is not int or type(updated) is not int or type(value) is not bytes:
+            raise _damaged(namespace, key, self.root / namespace, f"frame at {location.decode()} does not hold records")
+        return _new(Stored, (key, version, created, updated, value, "cold"))
 
     def forget(self, namespace: str, location: bytes) -> None:
         """Drop a cached frame (it no longer matches what the warm tier says)."""
         with self._lock:
             self._frame_cache.pop((namespace, location), None)
 
-    def _read_frame(self, namespace: str, key: str, location: bytes) -> dict[str, Stored]:
+    def _read_frame(self, namespace: str, key: str, location: bytes) -> _Frame:
         seg_name, _, off_text = location.decode().partition(":")
         path = self.root / namespace / f"{seg_name}.seg"
         try:
             ensure_real_dirs(self.store_root, "cold", namespace)
-            with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as f:
-                f.seek(int(off_text))
-                head = f.read(_HEAD.size)
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+            try:
+                off = int(off_text)
+                head = os.pread(fd, _HEAD.size, off)
                 magic, length, crc = _HEAD.unpack(head)
-                payload = f.read(length)
+                payload = os.pread(fd, length, off + _HEAD.size)
+            finally:
+                os.close(fd)
         except (OSError, ValueError, struct.error) as exc:
             raise _damaged(namespace, key, path, f"is unreadable at {location.decode()}: {exc}") from None
         if magic != MAGIC or zlib.crc32(payload) != crc or len(payload) != length:
             raise _damaged(namespace, key, path, f"frame at {location.decode()} fails its checksum")
-        try:
-            return {r.key: r for r in _decode_payload(payload)}
-        except CorruptRecord as exc:
-            raise _damaged(namespace, key, path, f"frame at {location.decode()}: {exc}") from None
+        return _Frame(payload)
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         """Every archived copy in ``namespace``, oldest first, one frame in
