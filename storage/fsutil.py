@@ -23,9 +23,9 @@ def ensure_real_dirs(root: Path, *parts: str) -> bool:
     """Raise :class:`StorageError` if a directory on the way from ``root`` to
     ``root/parts...`` is a symbolic link or not a directory (missing is fine:
     it will be created as a real directory). True if all of them exist."""
-    p = root
+    p = os.fspath(root)
     for part in parts:
-        p = p / part
+        p = f"{p}/{part}"  # a string: a Path per step cost more than the lstat
         try:
             st = os.lstat(p)
         except FileNotFoundError:
@@ -126,7 +126,7 @@ class SharedCounters:
     ``ftruncate``): a store into a page of a sparse file needs a block, and
     on a full disk that store would kill the process with SIGBUS."""
 
-    def __init__(self, path: Path, n: int) -> None:
+    def __init__(self, path: str | Path, n: int) -> None:
         size = n * 8
         fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
         try:

@@ -92,7 +92,7 @@ class Generations(SharedCounters):
     change the counters cannot see (the file removed by hand) is noticed too.
     Losing the file loses nothing but that shortcut."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str | Path) -> None:
         super().__init__(path, N_BUCKETS)
 
 
@@ -158,11 +158,11 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         (then every read stats, as it must: there is nothing to read yet)."""
         gens = self._gens.get(namespace)
         if gens is None:
-            d = self.root / namespace
-            if not d.is_dir():
+            d = f"{self._sroot}/{namespace}"
+            if not os.path.isdir(d):
                 return None
             try:
-                gens = self._gens[namespace] = Generations(d / ".gen")
+                gens = self._gens[namespace] = Generations(f"{d}/.gen")
             except OSError:
                 return None  # read-only root or the like: stat every time
         return gens
