@@ -35,8 +35,11 @@ Wall clock (issue 13): ``--wall`` runs each case (no SDK; SDK +
 that counts and discards) in its own process, the cases interleaved rep by
 rep, and prints per operation the caller's p50 (2,000 calls timed one by
 one), the total of a tight loop of N ops followed by ``provider.force_flush()``
-(mean, min-max over reps), the garbage collector's share, and the machine's
-load average (other processes move the figures: read them with it);
+(mean, min-max over reps), the CPU time of all the process's threads over
+that loop and flush (clock ticks: 0.1 µs an op at N=100,000; less moved by
+other processes than wall time, as waiting for a CPU is not counted), the
+garbage collector's share, and the machine's load average (other processes
+move the figures: read them with it);
 ``--verbose`` adds each rep's per-thread CPU and context switches:
 
     python -m benchmarks.bench_tracing --wall [--n 100000] [--reps 5] [--verbose]
@@ -334,6 +337,7 @@ def wall_worker(mode: str, op: str, n: int) -> dict[str, Any]:
         "loop_us": (t1 - t0) / n * 1e6,
         "total_us": (t2 - t0) / n * 1e6,
         "gc_us": gc_time[0] / n * 1e6,
+        "cpu_us": sum(v[0] for v in threads.values()) / n * 1e6,  # every thread's, the loop and the flush
         "gc_collections": gc_count,
         "threads": {k: v for k, v in threads.items() if any(v)},
         "exported": exporter.count,
@@ -370,8 +374,8 @@ def wall_table(n: int, reps: int, verbose: bool) -> str:
         f"load average {load0[0]:.2f} before, {load1[0]:.2f} after, {os.cpu_count()} CPUs)",
         "",
         "| case | caller p50 | caller p50 added | total: mean (min-max) | total added (mean; min-max vs no-SDK mean) "
-        "| of which GC | spans exported |",
-        "|---|---|---|---|---|---|---|",
+        "| CPU, all threads: mean (min) | CPU added (mean; min vs min) | of which GC | spans exported |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, op in cases:
         p50, _, _ = stat(mode, op, "p50_us")
@@ -382,9 +386,13 @@ def wall_table(n: int, reps: int, verbose: bool) -> str:
         label = {"none": "no SDK", "batch": "SDK + BatchSpanProcessor", "simple": "SDK + SimpleSpanProcessor"}[mode]
         added = mode != "none"
         exported = statistics.mean(r["exported"] for r in got[(mode, op)])
+        cpu, cpu_lo, _ = stat(mode, op, "cpu_us")
+        bcpu, bcpu_lo, _ = stat("none", op, "cpu_us")
         lines.append(
             f"| {op}: {label} | {p50:.2f} | {f'{p50 - b50:+.2f}' if added else ''} | {tot:.2f} ({lo:.2f}-{hi:.2f}) | "
             + (f"{tot - btot:+.2f} ({lo - btot:+.2f} to {hi - btot:+.2f})" if added else "")
+            + f" | {cpu:.2f} ({cpu_lo:.2f}) | "
+            + (f"{cpu - bcpu:+.2f} ({cpu_lo - bcpu_lo:+.2f})" if added else "")
             + f" | {gcu:.2f} | {exported:,.0f} |"
         )
     if verbose:

@@ -132,7 +132,7 @@ class _ApiSpan(OpSpan):
     @property
     def trace_id(self) -> str:
         ctx = self.span.get_span_context()
-        return format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
+        return "%032x" % ctx.trace_id if ctx.is_valid else INVALID_TRACE_ID
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         if attrs:
@@ -171,7 +171,7 @@ class _DeferredSpan(OpSpan):
         if not tid:
             bits = self.rec.bits
             tid = self.tid = (bits(128) or 1) if bits is not None else self.rec.new_trace_id()
-        return format(tid, "032x")
+        return "%032x" % tid  # printf-style: half the time of format(tid, "032x")
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         self.stop = _time_ns()
@@ -346,5 +346,5 @@ def current_trace_id(span: OpSpan | None) -> str:
     if _context_var_get is not None and _context_var_get().get(_SPAN_KEY) is None:
         return INVALID_TRACE_ID  # no current span (the no-SDK write): one lookup, not the API's calls
     ctx = _current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid else INVALID_TRACE_ID
+    return "%032x" % ctx.trace_id if ctx.is_valid else INVALID_TRACE_ID
 
