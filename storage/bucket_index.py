@@ -2,20 +2,21 @@
 
 Without one, the first use of a bucket in a process scans the whole bucket
 file to build its key -> offset index (42 ms for a 4 MiB bucket, which is
-what 1M records in one namespace make; ~150 us for the 31 lines of a 6 KiB
-bucket, which made the p99 of reads after a reopen a scan). With one, the
-first read costs a read of this file, two 4 KiB samples of the bucket (one
-read when it is under 16 KiB), a binary search and the read of the record's
-line; lines appended after the index was written are scanned as before
-(issue 13). Every bucket gets one, whatever its size.
+what 1M records in one namespace make; ~150 us for the ~31 lines of a
+10 KiB bucket, which made the p99 of reads after a reopen a scan). With
+one, the first read costs a read of this file, two 1 KiB samples of the
+bucket (for a bucket of up to ``SMALL`` bytes: one read of all of it, whose
+lines are then cut from those bytes), a binary search and the read of the
+record's line; lines appended after the index was written are scanned as
+before (issue 13). Every bucket gets one, whatever its size.
 
 It is a cache, never a source of truth:
 
 - It describes the bucket file as it was up to ``covered`` bytes (complete
   lines, no damage). It is used only if the bucket file is the same file
   (``st_dev``, ``st_ino``), at least ``covered`` bytes long, its first and
-  last 4 KiB before ``covered`` still have the crc32 recorded, and the index
-  file's own crc32s (header and body) hold. A bucket file is append-only
+  last ``SAMPLE`` bytes before ``covered`` still have the crc32 recorded,
+  and the index file's own crc32s (header and body) hold. A bucket file is append-only
   between compactions, and a compaction makes a new inode; so a valid index
   describes the file's first ``covered`` bytes. Anything else (a file
   copied, truncated, rewritten in place, the index damaged or from another
