@@ -228,7 +228,8 @@ class ColdTier:
             row = frame.get(key)
         except CorruptRecord as exc:
             self.forget(namespace, location)
-            raise _damaged(namespace, key, self.root / namespace, f"frame at {location.decode()}: {exc}") from None
+            path = self._seg_path(namespace, location)
+            raise _damaged(namespace, key, path, f"frame at {location.decode()}: {exc}") from None
         if row is None:
             raise CorruptRecord(
                 f"archived record {namespace}/{key!r} is missing from its frame",
@@ -238,13 +239,17 @@ class ColdTier:
             )
         _, version, created, updated, value = row
         if type(version) is not int or type(created) is not int or type(updated) is not int or type(value) is not bytes:
-            raise _damaged(namespace, key, self.root / namespace, f"frame at {location.decode()} does not hold records")
+            path = self._seg_path(namespace, location)
+            raise _damaged(namespace, key, path, f"frame at {location.decode()} does not hold records")
         return _new(Stored, (key, version, created, updated, value, "cold"))
 
     def forget(self, namespace: str, location: bytes) -> None:
         """Drop a cached frame (it no longer matches what the warm tier says)."""
         with self._lock:
             self._frame_cache.pop((namespace, location), None)
+
+    def _seg_path(self, namespace: str, location: bytes) -> Path:
+        return self.root / namespace / f"{location.decode().partition(':')[0]}.seg"
 
     def _read_frame(self, namespace: str, key: str, location: bytes) -> _Frame:
         seg_name, _, off_text = location.decode().partition(":")

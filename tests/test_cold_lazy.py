@@ -86,7 +86,9 @@ def _frame_of(rows: list[list[object]]) -> bytes:
 
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 300), picks=st.lists(st.integers(0, 299), max_size=40))
-def test_lazy_lookups_agree_with_a_whole_decode(tmp_path_factory, n: int, picks: list[int]) -> None:  # type: ignore[no-untyped-def]
+def test_lazy_lookups_agree_with_a_whole_decode(  # type: ignore[no-untyped-def]
+    tmp_path_factory, n: int, picks: list[int]
+) -> None:
     """ColdTier.fetch on one frame, any sequence of keys (present or not),
     gives what decoding the whole frame gives."""
     root = tmp_path_factory.mktemp("c")
