@@ -128,6 +128,7 @@ def test_frame_damaged_past_a_point_gives_the_rows_before_it(root: Path) -> None
     first, last = rows[0][0], rows[-1][0]
     with open_mm(root) as mm:
         assert mm.read(NS, first) == value(int(first[1:]))
-        with pytest.raises(CorruptRecord):
+        with pytest.raises(CorruptRecord) as caught:
             mm.read(NS, last)
+        assert caught.value.path == str(seg)
         assert "corrupt-frame" in {f.kind for f in mm.check()}
