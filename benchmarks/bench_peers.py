@@ -188,14 +188,18 @@ def cases() -> list[Case]:
             "hrm-memory hot: write, OTel SDK + batch processor ⁴",
             partial(hot, tracer_provider=_sdk_provider(batch=True)),
             "write",
-            compare="langgraph.write",
+            target=Target(
+                "langgraph.write", 1.0, "hot write with OTel SDK + batch processor >= LangGraph InMemoryStore put"
+            ),
         ),
         Case(
             "hrm.hot_sdk_batch.read",
             "hrm-memory hot: read, OTel SDK + batch processor ⁴",
             partial(hot, tracer_provider=_sdk_provider(batch=True)),
             "read",
-            compare="langgraph.read",
+            target=Target(
+                "langgraph.read", 1.0, "hot read with OTel SDK + batch processor >= LangGraph InMemoryStore get"
+            ),
         ),
         Case(
             "hrm.warm_flush_sdk.write",
