@@ -175,3 +175,29 @@ def test_a_batch_processor_drops_nothing(root: Path, monkeypatch: pytest.MonkeyP
             assert s.name == "memory.read" and s.attributes["hrm.memory.key"] == f"k{(i + 1) % 500}"
         assert s.start_time <= s.end_time
     provider.shutdown()
+
+
+def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slow batches without a wait (CPU work, or this thread descheduled on a
+    loaded machine) are not a network exporter: moving them to the drainer
+    would save the caller nothing under the GIL."""
+    monkeypatch.setattr(Recorder, "TICK", 0.3)
+
+    class Busy(SpanProcessor):
+        def on_end(self, span: Any) -> None:
+            until = time.perf_counter() + 2 * Recorder.SLOW
+            while time.perf_counter() < until:
+                pass
+
+    seen = Threads()
+    provider = TracerProvider()
+    provider.add_span_processor(Busy())
+    provider.add_span_processor(seen)
+    me = threading.get_ident()
+    n = 5 * Recorder.BATCH
+    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+        for i in range(n):
+            mm.write("t.hot", f"k{i}", i)
+        assert tracing._recorders[provider].inline
+        assert [t for t, _ in seen.ended] == [me] * n
+    provider.shutdown()

@@ -24,9 +24,11 @@ Where and when a batch is finished (measured on a 2-core VM, CPython 3.11:
 - **On the drainer thread** (one per provider, exiting after a second
   idle): the last records of a burst, once the count stops moving for a
   tick (:attr:`Recorder.TICK`); and every batch after three batches in a row
-  took over :attr:`Recorder.SLOW` a span on the caller (an exporter that
-  waits on the network, through ``SimpleSpanProcessor`` or a batch
-  processor's ``force_flush``): the caller then only wakes the thread (one
+  took over :attr:`Recorder.SLOW` a span on the caller *and* the caller's
+  thread waited meanwhile (voluntary context switches, from ``getrusage``:
+  an exporter that waits on the network, through ``SimpleSpanProcessor`` or
+  a batch processor's ``force_flush``; a thread merely descheduled by other
+  processes, on a loaded machine, does not count): the caller then only wakes the thread (one
   ``Event.set`` a batch) and yields the GIL to it, for
   :attr:`Recorder.RETRY` batches; then one batch on the caller's thread
   again tells whether it still should.
@@ -70,6 +72,19 @@ except ImportError:  # pragma: no cover - the SDK is a dependency, but optional 
 _OK = Status(StatusCode.UNSET)
 _yield_gil = time.sleep
 _clock = time.perf_counter
+
+try:  # how many times this thread has waited (blocked), as counted by the kernel
+    import resource
+
+    _RUSAGE_THREAD = resource.RUSAGE_THREAD  # Linux
+
+    def _waits() -> int:
+        return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw
+
+except (ImportError, AttributeError):  # pragma: no cover - elsewhere: every slow batch counts
+    import itertools
+
+    _waits = itertools.count().__next__
 _logger = logging.getLogger("hrm_memory.tracing")
 
 _tuple_new = tuple.__new__
@@ -235,9 +250,12 @@ class Recorder:
             # core), and every object of the batch dies young (issue 13).
             try:
                 t0 = _clock()
+                waits = _waits()
                 n = self._drain()
-                if n and _clock() - t0 > n * self.SLOW:
-                    self.slow += 1  # a slow exporter (network), or this thread was descheduled
+                # Slow, and this thread waited (a network exporter): not just
+                # descheduled by other processes (an involuntary switch).
+                if n and _clock() - t0 > n * self.SLOW and _waits() != waits:
+                    self.slow += 1
                     if self.slow >= 3:
                         self.inline = False  # three in a row: the drainer thread, for RETRY batches
                         self.retry = self.RETRY
