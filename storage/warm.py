@@ -577,9 +577,9 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         # so a write can never land in a file that reused its number.
         self.closed = True
         with self._guard:
+            self._save_indexes(list(self._buckets.values()))  # so that the next open's first reads are not scans
             for b in self._buckets.values():
                 with b.lock:
-                    self._save_index(b)  # so that the next open's first reads are not scans
                     self._close_fd(b)
             self._buckets.clear()
             for gens in self._gens.values():

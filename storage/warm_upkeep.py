@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hrm_memory.errors import MemoryStoreError
 from hrm_memory.records import Finding
 
 from .fsutil import (
@@ -251,10 +252,12 @@ class WarmUpkeep:
         b.tail = 0
         self._bump(b)
 
-    def _register_touch(self, b: _Bucket) -> None:
-        """Note (once per process) which bucket this process writes, so that a
-        later process can repair a torn tail if this one dies mid-write."""
-        if b.rel in self._touched:
+    def _register_touch(self, *buckets: _Bucket) -> None:
+        """Note (once per process) which buckets this process writes, so that a
+        later process can repair a torn tail if this one dies mid-write (and
+        remove the temp file of a compaction or index write it cut short)."""
+        rels = sorted({b.rel for b in buckets} - self._touched)
+        if not rels:
             return
         run = self.store_root / "run"
         path = self._run_file or run / f"{os.getpid()}-{secrets.token_hex(4)}.touched"
@@ -263,7 +266,7 @@ class WarmUpkeep:
             make_dirs(run, durable=self.fsync)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
             try:
-                os.write(fd, b.rel.encode() + b"\n")
+                os.write(fd, "".join(rel + "\n" for rel in rels).encode())
                 if self.fsync:
                     os.fsync(fd)
             finally:
@@ -271,7 +274,7 @@ class WarmUpkeep:
         except OSError as exc:
             raise storage_error(exc, "write", path) from None
         self._run_file = path
-        self._touched.add(b.rel)
+        self._touched.update(rels)
 
     # -- listing ---------------------------------------------------------------
 
@@ -361,6 +364,23 @@ class WarmUpkeep:
             self._save_index(b)
             return reclaimed
 
+    def _save_indexes(self, buckets: list[_Bucket]) -> None:
+        """``_save_index`` of each bucket (at close). The buckets that may get
+        one are noted in ``run/`` first, in one write, as a writer notes its
+        buckets: if this process dies part-way, the next one removes its temp
+        files (a reader too writes indexes). Never raises."""
+        due = [b for b in buckets if b.loaded and b.ino is not None and bucket_index.lags(b.idx_covered, b.size)]
+        if not due:
+            return
+        try:
+            self._register_touch(*due)
+        except MemoryStoreError as exc:  # a read-only root, say: it could not take an index either
+            log.info("persisted indexes not written: %s", exc)
+            return
+        for b in due:
+            with b.lock:
+                self._save_index(b)
+
     def _save_index(self, b: _Bucket) -> None:
         """Write ``b``'s persisted index (``bucket_index.py``) if the one on
         disk is missing or lags (``bucket_index.lags``) and the bucket is
@@ -427,6 +447,7 @@ class WarmUpkeep:
                         # A compaction cut short leaves its temp file; the
                         # bucket itself is intact (the rename never happened).
                         b.path.with_name(f".{b.path.name}.{pid_text}.compact").unlink(missing_ok=True)
+                        b.path.with_name(f".{b.path.stem}.idx.{pid_text}.tmp").unlink(missing_ok=True)  # an index write
                         if self._refresh(b) and b.tail:
                             self._repair_tail(b)
                 except OSError:

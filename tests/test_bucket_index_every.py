@@ -186,3 +186,37 @@ def test_appends_of_another_process_are_merged_too(root: Path) -> None:
         for i in range(60):
             log, _ = log_and_index(root, f"k{i}")
             assert covered(root, f"k{i}") == log.stat().st_size
+
+
+_DIES_WRITING_AN_INDEX = """
+import os, signal, sys
+from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.storage import bucket_index
+def die(path, data):
+    path.with_name(f".{path.name}.{os.getpid()}.tmp").write_bytes(data[: len(data) // 2])
+    os.kill(os.getpid(), signal.SIGKILL)
+bucket_index.write = die
+with MemoryManager(sys.argv[1], durability="flush", namespaces=[NamespaceSpec(sys.argv[2])]) as mm:
+    for i in range(40):
+        assert mm.read(sys.argv[2], f"k{i}") == {"i": i}
+"""
+
+
+def test_a_reader_killed_writing_an_index_leaves_no_temp_behind(root: Path) -> None:
+    """A process that only read writes the indexes it lacked at close; killed
+    part-way, its temp file is removed by the next open (it noted the buckets
+    in run/ first, as a writer does), and check() finds nothing."""
+    with open_mm(root) as mm:
+        for i in range(40):
+            mm.write(NS, f"k{i}", {"i": i})
+    for idx in (root / "warm" / NS).glob("*.idx"):
+        idx.unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _DIES_WRITING_AN_INDEX, str(root), NS], env=env, timeout=60)
+    assert proc.returncode == -9
+    assert list((root / "warm" / NS).glob(".*.tmp")), "the kill should have left an index temp behind"
+    with open_mm(root) as mm:
+        assert list((root / "warm" / NS).glob(".*.tmp")) == []
+        assert mm.check() == []
+        for i in range(40):
+            assert mm.read(NS, f"k{i}") == {"i": i}
