@@ -147,8 +147,10 @@ class _DeferredSpan(OpSpan):
     """What the caller's thread records of one span; the drainer finishes it.
 
     Made by :meth:`Tracing.start` without a constructor call (its slots are
-    stored there directly); ``end`` takes the operation's attribute dict over:
-    the span's attributes are that dict, completed on the drainer."""
+    stored there directly, or a finished record reused); ``end`` keeps the
+    operation's attribute dict, copied into the span's when the batch is
+    finished. Nothing may touch a record after ``end``: it goes back to the
+    free list once finished."""
 
     __slots__ = ("rec", "op", "ns", "key", "parent", "tid", "start", "stop", "attrs", "status")
 

@@ -377,21 +377,25 @@ class Recorder:
             attrs = rec.attrs
             parent = rec.parent
             tid = rec.tid
-            # The operation's own attribute dict is the span's (end() took it over).
-            if attrs is None:
-                a = const.copy()
+            ns = rec.ns
+            key = rec.key
+            if attrs is not None and ns is not None and key is not None and len(key) <= 256:
+                # One new dict, the operation's attributes last (they win):
+                # ~800 instructions a span fewer than a copy and three updates.
+                a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
+                     "db.collection.name": ns, "hrm.memory.key": key, **attrs}  # fmt: skip
             else:
-                a = attrs
-                a.update(const)
+                a = const.copy()
+                if ns is not None:
+                    a["db.collection.name"] = ns
+                if key is not None:
+                    a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
+                if attrs:
+                    a.update(attrs)
+            if attrs:
                 saved = a.get("hrm.memory.tokens_saved")
                 if saved is not None and type(saved) is TokensSaved:
                     a["hrm.memory.tokens_saved"] = saved.value()
-            ns = rec.ns
-            if ns is not None:
-                a["db.collection.name"] = ns
-            key = rec.key
-            if key is not None:
-                a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
             if not tid:
                 tid = (bits(128) or 1) if bits is not None else new_trace_id()
             flags = _SAMPLED
