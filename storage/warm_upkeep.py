@@ -252,11 +252,13 @@ class WarmUpkeep:
         b.tail = 0
         self._bump(b)
 
-    def _register_touch(self, *buckets: _Bucket) -> None:
+    def _register_touch(self, b: _Bucket, *more: _Bucket) -> None:
         """Note (once per process) which buckets this process writes, so that a
         later process can repair a torn tail if this one dies mid-write (and
         remove the temp file of a compaction or index write it cut short)."""
-        rels = sorted({b.rel for b in buckets} - self._touched)
+        if not more and b.rel in self._touched:
+            return  # every append asks: the common case, first
+        rels = sorted({x.rel for x in (b, *more)} - self._touched)
         if not rels:
             return
         run = self.store_root / "run"
