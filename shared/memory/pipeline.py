@@ -167,7 +167,10 @@ class Pipeline(Admin):
                     codec = self.codec(spec)
                     if codec is not None:
                         value = codec.expand(value)
-                return value, (None if span is None else self._read_attrs(spec, _new(Stored, entry[:6])))
+                if span is None:
+                    return value, None
+                # _read_attrs of the entry, spelled out (no Stored made for a span)
+                return value, {"hrm.memory.hit": True, "hrm.memory.tier": "hot", "hrm.memory.bytes": len(entry[4])}
             stored = _new(Stored, entry[:6])
         elif spec.consent is None:
             stored = self.backend.get(spec.name, key)  # lookup(), for a namespace without a session-only copy
@@ -194,7 +197,7 @@ class Pipeline(Admin):
 
     def _put(self, op: PutOp, scope: str | None, span: OpSpan | None) -> tuple[str, Attrs]:
         namespace, key, value, imported = op
-        trace_id = current_trace_id(span)
+        trace_id = span.trace_id if span is not None else current_trace_id(None)
         spec = self._specs.get(namespace) if type(namespace) is str else None
         if spec is None or (namespace in self._runtime and _monotonic() - self._declared_at >= DECLARATIONS_RECHECK):
             spec = self.spec(namespace)
