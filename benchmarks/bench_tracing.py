@@ -52,6 +52,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -344,9 +345,30 @@ def wall_worker(mode: str, op: str, n: int) -> dict[str, Any]:
     }
 
 
-def wall_table(n: int, reps: int, verbose: bool) -> str:
+#: Issue 13's limits on what tracing adds to an operation (SDK + batch processor).
+CALLER_LIMIT_US = 2.0
+TOTAL_LIMIT_US = 5.0
+
+
+@dataclass
+class WallResults:
+    n: int
+    reps: int
+    load: tuple[float, float]  # 1-minute load average before and after
+    got: dict[tuple[str, str], list[dict[str, Any]]]
+
+    def stat(self, mode: str, op: str, field: str) -> tuple[float, float, float]:
+        xs = [r[field] for r in self.got[(mode, op)]]
+        return statistics.mean(xs), min(xs), max(xs)
+
+    def added(self, mode: str, op: str, field: str) -> float:
+        """Mean of ``field`` with the SDK minus its mean without."""
+        return self.stat(mode, op, field)[0] - self.stat("none", op, field)[0]
+
+
+def run_wall(n: int, reps: int) -> WallResults:
     """Each case in its own process, the cases interleaved rep by rep (drift
-    hits them alike); the machine's load is printed, as it moves the figures."""
+    hits them alike); the machine's load is kept, as it moves the figures."""
     import json
     import os
     import subprocess
@@ -362,16 +384,36 @@ def wall_table(n: int, reps: int, verbose: bool) -> str:
                 capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             got[(mode, op)].append(json.loads(out.splitlines()[-1]))
-    load1 = os.getloadavg()
+    return WallResults(n, reps, (load0[0], os.getloadavg()[0]), got)
 
-    def stat(mode: str, op: str, field: str) -> tuple[float, float, float]:
-        xs = [r[field] for r in got[(mode, op)]]
-        return statistics.mean(xs), min(xs), max(xs)
 
+def wall_outcomes(res: WallResults) -> list[tuple[str, float, float]]:
+    """``(target, measured µs, limit µs)`` for issue 13's tracing targets:
+    what an SDK with a ``BatchSpanProcessor`` adds to a hot read and write,
+    on the caller's path (p50 of calls timed one by one) and in total (a
+    loop of N operations and the final ``force_flush``, per operation)."""
+    out = []
+    for op in ("read", "write"):
+        out.append(
+            (f"tracing, SDK + batch processor: caller's path added to a hot {op} (p50)", res.added("batch", op, "p50_us"),
+             CALLER_LIMIT_US)
+        )  # fmt: skip
+        out.append(
+            (f"tracing, SDK + batch processor: total added to a hot {op} ({res.n:,}-op loop + force_flush)",
+             res.added("batch", op, "total_us"), TOTAL_LIMIT_US)
+        )  # fmt: skip
+    return out
+
+
+def wall_table(res: WallResults, verbose: bool = False) -> str:
+    import os
+
+    n, reps, (load0, load1), got, stat = res.n, res.reps, res.load, res.got, res.stat
+    cases = list(got)
     lines = [
         f"Wall clock per operation, µs (hot tier, 1,000 keys, ~206-byte value; N={n:,} ops then "
         f"provider.force_flush(); {reps} reps, each case in its own process, interleaved; "
-        f"load average {load0[0]:.2f} before, {load1[0]:.2f} after, {os.cpu_count()} CPUs)",
+        f"load average {load0:.2f} before, {load1:.2f} after, {os.cpu_count()} CPUs)",
         "",
         "| case | caller p50 | caller p50 added | total: mean (min-max) | total added (mean; min-max vs no-SDK mean) "
         "| CPU, all threads: mean (min) | CPU added (mean; min vs min) | of which GC | spans exported |",
@@ -413,7 +455,7 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--verbose", action="store_true", help="with --wall: each rep's threads and GC runs")
     args = ap.parse_args(argv)
     if args.wall:
-        text = wall_table(args.n, args.reps or 5, args.verbose)
+        text = wall_table(run_wall(args.n, args.reps or 5), args.verbose)
         print(text)
         return text
     if args.instructions:
