@@ -24,6 +24,7 @@ file-per-key store holding the same records.
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import shutil
 import sys
@@ -150,11 +151,15 @@ class Reads:
 
 def time_first_reads(root: Path, pairs: list[tuple[int, int | None]], *, stored: bool = True) -> Reads:
     """Per ``(i, j)``: open, time the read of key ``i`` then of key ``j``
-    (if any), close. ``stored`` says whether the keys exist; values are checked."""
+    (if any), close. ``stored`` says whether the keys exist; values are checked.
+    The garbage collector runs before each timed read (as before bench_peers'
+    timed loops): the garbage of this benchmark's own earlier managers and
+    stores is not the read's (a full collection of it took ~1-2 ms)."""
     firsts: list[int] = []
     nexts: list[int] = []
     for i, j in pairs:
         with MemoryManager(root) as mm:
+            gc.collect()
             firsts.append(_timed_read(mm, i, stored))
             if j is not None:
                 nexts.append(_timed_read(mm, j, stored))
