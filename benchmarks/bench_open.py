@@ -152,15 +152,18 @@ class Reads:
 def time_first_reads(root: Path, pairs: list[tuple[int, int | None]], *, stored: bool = True) -> Reads:
     """Per ``(i, j)``: open, time the read of key ``i`` then of key ``j``
     (if any), close. ``stored`` says whether the keys exist; values are checked.
-    The garbage collector runs before each timed read (as before bench_peers'
-    timed loops): the garbage of this benchmark's own earlier managers and
-    stores is not the read's (a full collection of it took ~1-2 ms)."""
+    The garbage collector is off during each timed read, as ``timeit`` has
+    it: a collection of the garbage of this benchmark's own earlier managers
+    (a full one took ~1-2 ms) is not the read's cost."""
     firsts: list[int] = []
     nexts: list[int] = []
     for i, j in pairs:
         with MemoryManager(root) as mm:
-            gc.collect()
-            firsts.append(_timed_read(mm, i, stored))
+            gc.disable()
+            try:
+                firsts.append(_timed_read(mm, i, stored))
+            finally:
+                gc.enable()
             if j is not None:
                 nexts.append(_timed_read(mm, j, stored))
     return Reads(Latency.of(firsts), Latency.of(nexts) if nexts else None)
