@@ -41,7 +41,7 @@ def previous_targets(old_report: str) -> dict[str, str]:
     out = {}
     for line in old_report.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[1].startswith((">=", "<=")) and cells[0] != "target (DESIGN)":
+        if len(cells) >= 4 and cells[1].startswith((">", "<")) and cells[0] != "target (DESIGN)":
             out[cells[0]] = cells[2]
     return out
 
