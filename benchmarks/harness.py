@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -200,17 +201,24 @@ def _busy_cpu_seconds() -> float:
 
 class OtherLoad:
     """How busy the rest of the machine was while we ran: all busy CPU time
-    minus this process's own, as a share of the CPUs over the wall time."""
+    minus this process's own and its finished children's (the benchmarks
+    that run workers in subprocesses), as a share of the CPUs over the wall
+    time."""
 
     def __init__(self) -> None:
         self._wall = time.perf_counter()
         self._busy = _busy_cpu_seconds()
-        self._ours = time.process_time()
+        self._ours = _own_cpu_seconds()
 
     def share(self) -> float:
         wall = time.perf_counter() - self._wall
-        others = _busy_cpu_seconds() - self._busy - (time.process_time() - self._ours)
+        others = _busy_cpu_seconds() - self._busy - (_own_cpu_seconds() - self._ours)
         return max(0.0, others) / (wall * (os.cpu_count() or 1))
+
+
+def _own_cpu_seconds() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _run(cmd: list[str]) -> str:
