@@ -57,7 +57,7 @@ from .fsutil import SharedCounters, ensure_real_dirs, storage_error
 from .locks import NamespaceLocks
 from .warm_bulk import WarmBulk
 from .warm_check import WarmCheck
-from .warm_format import N_BUCKETS, bucket_of, encode_line, header_of, parse_line, read_line_at, salvage
+from .warm_format import N_BUCKETS, bucket_of, encode_line, parse_line, read_line_at, salvage
 from .warm_upkeep import Entry, WarmUpkeep, _Bucket
 
 __all__ = [
@@ -330,8 +330,8 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
                 return consumed
             if nl > pos:
                 line = data[pos:nl]
-                header = header_of(line)
-                if header is None:
+                parsed = parse_line(line)
+                if parsed is None:
                     b.corrupt.append((base + pos, nl - pos))
                     b.garbage += nl - pos + 2
                     # The key a damaged line names may itself be damaged, so
@@ -349,6 +349,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
                         if old is None or old[0] == "x" or version > old[1]:
                             index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
                 else:
+                    header = parsed[0]
                     key = header[1]
                     old = index.get(key)
                     if old is not None:

@@ -34,8 +34,9 @@ def encode_line(op: str, key: str, version: int, created: int, updated: int, val
 
 
 def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
-    """``(header, value)`` of a line whose checksum holds, else None
-    (:func:`header_of`'s tests, spelled out: a call fewer per read)."""
+    """``(header, value)`` of a line whose checksum holds, else None (the
+    checksum test is ``fsutil.unframe``'s, spelled out: a call fewer per read
+    and per scanned line)."""
     if len(line) < 10 or line[8] != 32:  # b" "
         return None
     view = memoryview(line)
@@ -54,30 +55,6 @@ def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
     if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
         return None
     return header, line[tab + 1 :]
-
-
-def header_of(line: bytes) -> list[Any] | None:
-    """The header of a line whose checksum holds, else None: ``parse_line``
-    without the copy of the value (what an index scan needs). The checksum
-    test is ``fsutil.unframe``'s, spelled out (a call fewer per line)."""
-    if len(line) < 10 or line[8] != 32:  # b" "
-        return None
-    view = memoryview(line)
-    try:
-        if int(line[:8], 16) != _crc32(view[9:]):
-            return None
-    except ValueError:
-        return None
-    tab = line.find(b"\t", 9)
-    if tab < 0:
-        return None
-    try:
-        header = orjson.loads(view[9:tab])
-    except orjson.JSONDecodeError:
-        return None
-    if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
-        return None
-    return header
 
 
 def salvage(line: bytes) -> tuple[str, int] | None:
