@@ -255,7 +255,7 @@ class Steps:
             return data, 0
         # The compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
-        compact = b"".join((orjson.dumps(codec.compact(value)), b""))  # exact size: see values._join
+        compact = values.kept(orjson.dumps(codec.compact(value)))
         if len(compact) > spec.max_value_bytes:
             compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
         return compact, TokensSaved(data, compact)
