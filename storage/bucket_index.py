@@ -58,7 +58,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .fsutil import NOFOLLOW, atomic_write
-from .warm_format import read_line_at
 
 MAGIC = b"HRMi"
 FORMAT = 2  # 2: 1 KiB samples (1 had 4 KiB ones; such an index is ignored, then rewritten)
@@ -104,11 +103,11 @@ def _samples(fd: int, covered: int) -> tuple[int, int, bytes | None]:
 
 
 class Persisted:
-    """A loaded, validated index: ``offsets(key)`` gives the candidate
+    """A loaded, validated index: ``at(key_hash(key))`` gives the candidate
     offsets (usually one) of ``key``'s current line among the first
     ``covered`` bytes of the bucket file. For a small bucket (``SMALL``),
-    ``data`` holds those bytes, read while validating: its lines are read
-    from there, without a system call (the file is append-only up to a
+    ``data`` holds those bytes, read while validating: the reader cuts its
+    lines from there, without a system call (the file is append-only up to a
     compaction, which makes a new inode and so a new ``Persisted``)."""
 
     __slots__ = ("covered", "garbage", "n", "data", "_hashes", "_offsets")
@@ -122,17 +121,6 @@ class Persisted:
         self.data = data
         self._hashes = hashes
         self._offsets = offsets
-
-    def line_at(self, fd: int, off: int) -> bytes:
-        """The line at ``off`` (see ``warm_format.read_line_at``)."""
-        data = self.data
-        if data is None:
-            return read_line_at(fd, off)
-        nl = data.find(b"\n", off)
-        return data[off:nl] if nl >= 0 else data[off:]
-
-    def offsets(self, key: str) -> Iterator[int]:
-        return iter(self.at(key_hash(key)))
 
     def at(self, h: int) -> Sequence[int]:
         """Offsets of the entries of key hash ``h`` (usually none or one)."""
@@ -297,11 +285,6 @@ def describe(path: Path) -> tuple[Persisted | None, tuple[int, int, int] | None]
         return None, None
     _, _, _, dev, ino, covered, *_ = _HEAD.unpack_from(data)
     return parsed, (dev, ino, covered)
-
-
-def matches(path: Path, log_fd: int, log_st: os.stat_result) -> bool:
-    """True if the index at ``path`` is one ``load`` would use."""
-    return load(path, log_fd, log_st) is not None
 
 
 __all__ = [

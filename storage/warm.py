@@ -278,7 +278,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
             h = _crc32(key.encode("utf-8", "surrogatepass"))
         data = pidx.data
         for off in pidx.at(h):
-            if data is not None:  # a small bucket, read whole (Persisted.line_at, spelled out)
+            if data is not None:  # a small bucket, read whole when its index was loaded
                 nl = data.find(b"\n", off)
                 line = data[off:nl] if nl >= 0 else data[off:]
             else:
