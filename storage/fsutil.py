@@ -87,9 +87,15 @@ def make_dirs(path: Path, *, durable: bool) -> None:
             fsync_dir(d.parent)
 
 
+def temp_path(path: Path, pid: int | str) -> Path:
+    """The temp file ``atomic_write`` in process ``pid`` writes before it
+    replaces ``path`` (what recovery removes for a process that died)."""
+    return path.with_name(f".{path.name}.{pid}.tmp")
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
     try:
         view = memoryview(data)

@@ -49,6 +49,7 @@ from .fsutil import (
     make_dirs,
     quarantine,
     storage_error,
+    temp_path,
 )
 from . import bucket_index
 from .bucket_index import Persisted
@@ -449,7 +450,7 @@ class WarmUpkeep:
                         # A compaction cut short leaves its temp file; the
                         # bucket itself is intact (the rename never happened).
                         b.path.with_name(f".{b.path.name}.{pid_text}.compact").unlink(missing_ok=True)
-                        b.path.with_name(f".{b.path.stem}.idx.{pid_text}.tmp").unlink(missing_ok=True)  # an index write
+                        temp_path(bucket_index.index_path(b.path), pid_text).unlink(missing_ok=True)  # an index write
                         if self._refresh(b) and b.tail:
                             self._repair_tail(b)
                 except OSError:
