@@ -61,22 +61,25 @@ def _encode_frame(records: list[Stored]) -> bytes:
     return _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
 
+def _is_record(row: Any) -> bool:
+    """True if a decoded row is ``[key, version, created_us, updated_us, value_json]``."""
+    return (
+        type(row) is list and len(row) == 5 and type(row[0]) is str and type(row[1]) is int
+        and type(row[2]) is int and type(row[3]) is int and type(row[4]) is bytes
+    )  # fmt: skip
+
+
 def _decode_payload(payload: bytes) -> list[Stored]:
     """The records of a frame; :class:`CorruptRecord` for a payload that passes
     its crc32 but is not zlib, not msgpack, or not records (issue 14, item 8:
     such a frame made read() and check() raise untyped errors)."""
     try:
         rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
-        out = [_new(Stored, (r[0], r[1], r[2], r[3], r[4], "cold")) for r in rows]
-    except Exception as exc:  # noqa: BLE001 - zlib, msgpack and shape errors are all damage
+    except Exception as exc:  # noqa: BLE001 - zlib and msgpack errors are all damage
         raise CorruptRecord(f"archive frame cannot be decoded ({type(exc).__name__}: {exc})") from None
-    if not all(
-        type(r.key) is str and type(r.version) is int and type(r.created_us) is int
-        and type(r.updated_us) is int and type(r.value) is bytes
-        for r in out
-    ):
+    if type(rows) is not list or not all(map(_is_record, rows)):
         raise CorruptRecord("archive frame does not hold records")
-    return out
+    return [_new(Stored, (r[0], r[1], r[2], r[3], r[4], "cold")) for r in rows]
 
 
 class _Frame:
@@ -237,11 +240,10 @@ class ColdTier:
                 key=key,
                 path=str(self.root / namespace),
             )
-        _, version, created, updated, value = row
-        if type(version) is not int or type(created) is not int or type(updated) is not int or type(value) is not bytes:
+        if not _is_record(row):
             path = self._seg_path(namespace, location)
             raise _damaged(namespace, key, path, f"frame at {location.decode()} does not hold records")
-        return _new(Stored, (key, version, created, updated, value, "cold"))
+        return _new(Stored, (key, row[1], row[2], row[3], row[4], "cold"))
 
     def forget(self, namespace: str, location: bytes) -> None:
         """Drop a cached frame (it no longer matches what the warm tier says)."""
