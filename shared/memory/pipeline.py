@@ -122,14 +122,6 @@ class Pipeline(Admin):
             self._may_read(scope, namespace)
         return spec, (self.hot.get(namespace, key) if spec.tier == "hot" else self.lookup(spec, key))
 
-    def _value(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
-        value = values.loads(stored.value)
-        if not compact and spec.codec is not None:
-            codec = self.codec(spec)
-            if codec is not None:
-                value = codec.expand(value)
-        return value
-
     @staticmethod
     def _read_attrs(spec: NamespaceSpec, stored: Stored | None) -> dict[str, Any]:
         return {
@@ -139,7 +131,7 @@ class Pipeline(Admin):
         }
 
     def _get(self, op: GetOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
-        # The hot path (every turn of every HRM): _stored and _value spelled
+        # The hot path (every turn of every HRM): _stored and decode spelled
         # out, ~15% fewer instructions per read on CPython 3.11.
         namespace, key, default, compact = op
         spec = self._specs.get(namespace) if type(namespace) is str else None
@@ -164,9 +156,7 @@ class Pipeline(Admin):
                 else:  # a container of scalars: one C-level copy, no call of clone
                     value = list(obj) if type(obj) is tuple else obj.copy()
                 if not compact and spec.codec is not None:
-                    codec = self.codec(spec)
-                    if codec is not None:
-                        value = codec.expand(value)
+                    value = self.expanded(spec, value)
                 if span is None:
                     return value, None
                 # _read_attrs of the entry, spelled out (no Stored made for a span)
@@ -181,9 +171,7 @@ class Pipeline(Admin):
             return default, attrs
         value = values.loads(stored.value)
         if not compact and spec.codec is not None:
-            codec = self.codec(spec)
-            if codec is not None:
-                value = codec.expand(value)
+            value = self.expanded(spec, value)
         return value, attrs
 
     def _get_record(self, op: GetRecordOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
@@ -192,7 +180,7 @@ class Pipeline(Admin):
         attrs = None if span is None else self._read_attrs(spec, stored)
         if stored is None:
             return None, attrs
-        value = self._value(spec, stored, compact)
+        value = self.decode(spec, stored, compact)
         return Record.from_stored(spec.name, stored, value, stored.tier != "hot"), attrs
 
     def _put(self, op: PutOp, scope: str | None, span: OpSpan | None) -> tuple[str, Attrs]:
@@ -340,8 +328,7 @@ class Pipeline(Admin):
     def _expand(self, op: ExpandOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
         spec = self.spec(op.namespace)
         self._may_read(scope, op.namespace)
-        codec = self.codec(spec)
-        return (op.value if codec is None else codec.expand(op.value)), None
+        return self.expanded(spec, op.value), None
 
     def _subscribe(self, op: SubscribeOp, scope: str | None, span: OpSpan | None) -> tuple[Subscription, Attrs]:
         if not isinstance(op.key, str) or not callable(op.callback):

@@ -263,8 +263,10 @@ class Steps:
     def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
         """A stored value as the caller asked for it: as written (readable), or coded."""
         value = values.loads(stored.value)
-        if compact:
-            return value
+        return value if compact else self.expanded(spec, value)
+
+    def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
+        """``value`` (stored coded) in its readable form: as written."""
         codec = self.codec(spec)
         return value if codec is None else codec.expand(value)
 
