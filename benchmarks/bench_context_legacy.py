@@ -9,7 +9,7 @@ read, never copied into the repository). Then, on that store:
   through the adapters (``use_manager(mm)``), which reproduce the legacy text;
 - **ours**: ``mm.context("altitude", budget=B, now=NOW)`` for each budget.
 
-Tokens: ``hrm_memory.tokens.count`` (o200k_base) of each whole text.
+Tokens: ``hrm_memory.core.tokens.count`` (o200k_base) of each whole text.
 
 Facts, read from the migrated records the legacy prompts are built from:
 
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory import MemoryManager
-from hrm_memory.tokens import count, tokenizer_info
+from hrm_memory.core.tokens import count, tokenizer_info
 
 from .harness import md_table
 

@@ -22,7 +22,12 @@ from pathlib import Path
 
 N = 5000
 CASES = [("bench.hot", "read"), ("bench.hot", "write"), ("bench.hot", "update"), ("bench.warm", "read"),
-         ("bench.warm", "write"), ("bench.warm", "update"), ("bench.warm", "query")]
+         ("bench.warm", "write"), ("bench.warm", "update"), ("bench.warm", "query"),
+         ("bench.notes", "recall"), ("bench.notes", "context")]
+#: Operations counted per call over fewer calls (each is thousands of times a read).
+HEAVY = {"query": 50, "recall": 10, "context": 10}
+WORDS = ("plan review budget launch patent session gaurav design sprint metrics customer retro hiring "
+         "roadmap pricing demo onboarding migration incident dashboard").split()
 
 
 def worker(namespace: str, op: str, n: int) -> None:
@@ -30,8 +35,21 @@ def worker(namespace: str, op: str, n: int) -> None:
         from hrm_memory import MemoryManager, NamespaceSpec
     except ImportError:  # the round-1 layout
         from shared.memory import MemoryManager, NamespaceSpec  # type: ignore[no-redef]
-    specs = [NamespaceSpec("bench.hot", tier="hot"), NamespaceSpec("bench.warm")]
+    specs = [NamespaceSpec("bench.hot", tier="hot"), NamespaceSpec("bench.warm"),
+             NamespaceSpec("bench.notes", index=("text",))]
     with tempfile.TemporaryDirectory() as tmp, MemoryManager(tmp, durability="flush", namespaces=specs) as mm:
+        if op in ("recall", "context"):  # 300 notes of 8 words each, then one recall/render to warm up
+            for i in range(300):
+                text = " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(8))
+                mm.write(namespace, f"n{i}", {"text": f"note {i}: {text}"})
+            mm.recall("patent session")
+            mm.context("bench", budget=400)
+            for i in range(n // HEAVY[op]):
+                if op == "recall":
+                    mm.recall(f"{WORDS[i % len(WORDS)]} {WORDS[(i * 5 + 1) % len(WORDS)]}")
+                else:  # a new budget each time: a real render, not the render cache
+                    mm.context("bench", budget=300 + i)
+            return
         mm.write(namespace, "k", {"a": 1})
         for i in range(50):
             mm.write(namespace, f"q{i}", {"a": i})
@@ -60,8 +78,9 @@ def instructions(python: str, cwd: str, namespace: str, op: str, n: int) -> int:
 
 
 def per_op(python: str, cwd: str, namespace: str, op: str) -> float:
-    n = N if op != "query" else N * 10
-    per = n if op != "query" else n // 50
+    heavy = HEAVY.get(op)
+    n = N if heavy is None else (N * 10 if op == "query" else 500)
+    per = n if heavy is None else n // heavy
     return (instructions(python, cwd, namespace, op, n) - instructions(python, cwd, namespace, op, 0)) / per
 
 
@@ -76,7 +95,7 @@ def main() -> None:
     for namespace, op in CASES:
         base = per_op(args.base_python, base_cwd, namespace, op)
         new = per_op(sys.executable, here, namespace, op)
-        unit = "query (50 records)" if op == "query" else op
+        unit = {"query": "query (50 records)", "recall": "recall (300 notes)", "context": "context (300 notes)"}.get(op, op)
         print(f"| {namespace.split('.')[1]} {unit} | {base:,.0f} | {new:,.0f} | {new / base:.3f} |", flush=True)
 
 

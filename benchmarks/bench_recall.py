@@ -20,7 +20,7 @@ query". Ours: ``mm.recall(question, namespaces=..., k=10)``, with what the
 engine does (Porter stemming, stopwords out of the query, the speaker's name
 indexed beside the text, routing, ...).
 
-With ``--embed minilm`` (all-MiniLM-L6-v2, ``hrm_memory.embedders``; needs
+With ``--embed minilm`` (all-MiniLM-L6-v2, ``hrm_memory.recall.embedders``; needs
 the ``embed`` extra and numpy) the same run also ranks by the embedder alone
 (cosine of the question against each turn, numpy: hybrid's dense half, on the
 same text the index embeds) and runs ``recall()`` hybrid with each fusion,
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
-from hrm_memory import recall as recall_module
+from hrm_memory.recall import search as recall_module
 
 try:
     import numpy as np
@@ -315,13 +315,13 @@ def main() -> None:
     ap.add_argument("--cache", help="keep the embeddings in this .npz file across runs (outside the repository)")
     ap.add_argument("--weights", type=float, nargs="*", default=[],
                     help="also run weighted fusion at these text weights (tuning; the default is FUSION_WEIGHTS)")
-    ap.add_argument("--rrf-k", type=int, help="override hrm_memory.recall.RRF_K for this run (tuning)")
+    ap.add_argument("--rrf-k", type=int, help="override hrm_memory.recall.search.RRF_K for this run (tuning)")
     args = ap.parse_args()
     if args.rrf_k is not None:
         recall_module.RRF_K = args.rrf_k
     embed = None
     if args.embed == "minilm":
-        from hrm_memory.embedders import minilm
+        from hrm_memory.recall.embedders import minilm
 
         embed = CachedEmbedder(minilm(), args.cache)
     res = run(args.repo, embed, tuple(args.weights))

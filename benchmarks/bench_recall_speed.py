@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
-from hrm_memory import recall_text as rt
-from hrm_memory.recall import candidates_for
+from hrm_memory.recall import text as rt
+from hrm_memory.recall.search import candidates_for
 from hrm_memory.storage.textindex import RANKED, TextIndex, first_probe
 
 from .harness import (

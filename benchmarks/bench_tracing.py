@@ -123,7 +123,7 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
     import sys
 
     if base_tracing:  # loaded by _SWAP before hrm_memory was first imported
-        assert sys.modules["hrm_memory.tracing"].__file__ == base_tracing, "the base tracing module is not in use"
+        assert sys.modules["hrm_memory.tracing.spans.spans"].__file__ == base_tracing, "the base tracing module is not in use"
     keys = [f"k{i % 100}" for i in range(n)]
     if mode == "langgraph":
         from langgraph.store.memory import InMemoryStore
@@ -142,7 +142,7 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from hrm_memory import tracing
+    from hrm_memory.tracing import spans as tracing
 
     provider = None
     if mode != "none":
@@ -152,7 +152,7 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
         else:
             provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     if caller_only:
-        from hrm_memory import tracing_sdk
+        from hrm_memory.tracing import sdk as tracing_sdk
 
         def recycle(self: Any) -> None:  # the records come back as a drain returns them, unfinished
             self.due = self.BATCH
@@ -185,15 +185,15 @@ def count_worker(mode: str, op: str, n: int, caller_only: bool, base_tracing: st
         provider.shutdown()
 
 
-# Run as ``python -c``: another tracing.py takes the place of hrm_memory.tracing
+# Run as ``python -c``: another tracing.py takes the place of hrm_memory.tracing.spans.spans
 # before anything imports hrm_memory (this module does, at its top).
 _SWAP = """
 import importlib.util, runpy, sys
 base = sys.argv[-1]
 if base.endswith(".py"):
-    spec = importlib.util.spec_from_file_location("hrm_memory.tracing", base)
+    spec = importlib.util.spec_from_file_location("hrm_memory.tracing.spans.spans", base)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["hrm_memory.tracing"] = module
+    sys.modules["hrm_memory.tracing.spans.spans"] = module
     spec.loader.exec_module(module)
 sys.argv = ["bench_tracing", *sys.argv[1:]]
 runpy.run_module("benchmarks.bench_tracing", run_name="__main__")

@@ -46,10 +46,10 @@ from hrm_memory import (
     MemoryManager,
     MemoryStoreError,
     Record,
-    values,
 )
+from hrm_memory.core import values
 from hrm_memory.namespaces import seed_codecs
-from hrm_memory.spec import NamespaceSpec
+from hrm_memory.core.spec import NamespaceSpec
 
 from . import manifest
 from .anomalies import Anomaly

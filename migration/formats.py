@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from hrm_memory import values
-from hrm_memory.errors import InvalidValue
-from hrm_memory.spec import MAX_VALUE_BYTES
+from hrm_memory.core import values
+from hrm_memory.core.errors import InvalidValue
+from hrm_memory.core.spec import MAX_VALUE_BYTES
 
 from .anomalies import Anomaly, Flags
 

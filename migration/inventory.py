@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hrm_memory.errors import LegacyChanged, NoLegacyFiles
+from hrm_memory.core.errors import LegacyChanged, NoLegacyFiles
 
 from .anomalies import (
     Anomaly,
@@ -244,7 +244,7 @@ def scan(
 ) -> Inventory:
     """Read and decode the legacy tree at ``root``, one file at a time.
 
-    ``counter`` (an ``hrm_memory.tokens`` counter) fills ``tokens_before``;
+    ``counter`` (an ``hrm_memory.core.tokens`` counter) fills ``tokens_before``;
     ``on_file(file, bytes, decoded)`` runs while a file's bytes are in
     memory (before the cross-file anomalies are known). Raises
     FileNotFoundError / NotADirectoryError if ``root`` is not a folder and

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec, Record, UndeclaredNamespace
-from hrm_memory.spec import CONSENT_CATEGORIES, MAX_VALUE_BYTES
+from hrm_memory.core.spec import CONSENT_CATEGORIES, MAX_VALUE_BYTES
 
 from .inventory import Inventory, LegacyFile
 

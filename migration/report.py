@@ -1,6 +1,6 @@
 """The report every migrate command ends with: per file, per kind, per
 anomaly code, the consent carried over; token counts when
-:mod:`hrm_memory.tokens` is available.
+:mod:`hrm_memory.core.tokens` is available.
 
 Rows are added with :meth:`Report.add`, which counts a row's tokens at once
 (when :meth:`Report.use_tokens` was called) and drops its bytes, so a report
@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from hrm_memory.textfmt import table as _table
+from hrm_memory.cli.textfmt import table as _table
 
 from .anomalies import Anomaly
 
@@ -96,12 +96,12 @@ class Report:
     # -- figures -------------------------------------------------------------------
 
     def use_tokens(self) -> bool:
-        """Count tokens from now on if :mod:`hrm_memory.tokens` imports;
+        """Count tokens from now on if :mod:`hrm_memory.core.tokens` imports;
         otherwise say why the columns are missing. True if counting."""
         try:
-            tokens = importlib.import_module("hrm_memory.tokens")
+            tokens = importlib.import_module("hrm_memory.core.tokens")
         except ImportError as exc:
-            self.tokens_note = f"token columns omitted: hrm_memory.tokens is not importable ({exc})"
+            self.tokens_note = f"token columns omitted: hrm_memory.core.tokens is not importable ({exc})"
             return False
         counter = tokens.get_counter()
         self.counter = counter

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hrm_memory.codes import Codec
-from hrm_memory.spec import DAY, NamespaceSpec
+from hrm_memory.core.codes import Codec
+from hrm_memory.core.spec import DAY, NamespaceSpec
 
 from . import altitude, codecs, focus, learning, reasoning, shared
 

@@ -1,6 +1,6 @@
 """altitude: the strategic-altitude HRM (the_assist's compressed memory)."""
 
-from hrm_memory.spec import DAY, NamespaceSpec
+from hrm_memory.core.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [

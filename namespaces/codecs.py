@@ -18,7 +18,7 @@ costs more tokens than what it replaces).
 
 from __future__ import annotations
 
-from hrm_memory.codes import Codec
+from hrm_memory.core.codes import Codec
 
 # -- legacy tables (facts: LEGACY_API.md section 2) --------------------------------
 

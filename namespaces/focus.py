@@ -1,6 +1,6 @@
 """focus: the fast/slow focus loops (locked_system's memories)."""
 
-from hrm_memory.spec import DAY, NamespaceSpec
+from hrm_memory.core.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [

@@ -1,6 +1,6 @@
 """learning: learned patterns, feedback and generalizations."""
 
-from hrm_memory.spec import DAY, NamespaceSpec
+from hrm_memory.core.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [

@@ -1,6 +1,6 @@
 """reasoning: strategy choice, escalation and routing."""
 
-from hrm_memory.spec import DAY, NamespaceSpec
+from hrm_memory.core.spec import DAY, NamespaceSpec
 
 
 NAMESPACES = [

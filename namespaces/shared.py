@@ -1,6 +1,6 @@
 """shared: read by every HRM; written only by an unscoped manager (the owner)."""
 
-from hrm_memory.spec import NamespaceSpec
+from hrm_memory.core.spec import NamespaceSpec
 
 NAMESPACES = [
     NamespaceSpec("shared.north_stars", owner="shared", description="long-term north stars", index=("$",), kind="prospective"),

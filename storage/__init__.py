@@ -1,6 +1,6 @@
 """Storage: the default file backend and its parts.
 
-``FileBackend`` implements :class:`hrm_memory.backend.Backend` over files
+``FileBackend`` implements :class:`hrm_memory.core.backend.Backend` over files
 under one root: warm (checksummed JSON logs), cold (archive), flock locks and
 the file change log. ``HotTier`` is process memory (session namespaces and
 gated values awaiting consent), which the pipeline keeps for every backend.

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from hrm_memory.backend import ARCHIVE, PERSISTENT
-from hrm_memory.errors import CorruptRecord
-from hrm_memory.records import Finding, Stored
+from hrm_memory.core.backend import ARCHIVE, PERSISTENT
+from hrm_memory.core.errors import CorruptRecord
+from hrm_memory.core.records import Finding, Stored
 
 from .fsutil import (
     FILE_MODE,

@@ -3,7 +3,7 @@
 ``FileBackend`` composes the warm tier (checksummed append-only logs), the
 cold archive, a read cache, per-namespace locks (threads, and ``flock``
 across processes) and the file change log, and implements
-:class:`hrm_memory.backend.Backend`. It owns every file under the root:
+:class:`hrm_memory.core.backend.Backend`. It owns every file under the root:
 nothing above it opens one.
 
 Layout under ``root``: ``warm/``, ``cold/``, ``events/``, ``locks/``,
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT, RECOVER
-from hrm_memory.errors import CorruptRecord, MemoryStoreError, StorageError
-from hrm_memory.records import Finding, Stored
+from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT, RECOVER
+from hrm_memory.core.errors import CorruptRecord, MemoryStoreError, StorageError
+from hrm_memory.core.records import Finding, Stored
 
 from . import fsutil as _fs
 from .cold import ColdTier

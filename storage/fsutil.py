@@ -10,7 +10,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from hrm_memory.errors import StorageError
+from hrm_memory.core.errors import StorageError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700

@@ -11,7 +11,7 @@ Two roles, two small classes:
 Values are kept as their JSON bytes, so nothing a caller does to a returned
 object can change what is stored. A hot record written through the pipeline
 also keeps a private copy of the value with its copy plan
-(``hrm_memory.values.snapshot``): a read then copies the containers (C-level
+(``hrm_memory.core.values.snapshot``): a read then copies the containers (C-level
 ``copy()`` calls) instead of decoding the JSON; the copy shares no container
 with the private one, so the promise holds.
 """
@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from hrm_memory.records import MISSING, Finding, Stored
+from hrm_memory.core.records import MISSING, Finding, Stored
 
 #: One hot record, as a plain tuple: the fields of its ``Stored`` (key,
 #: version, created_us, updated_us, value bytes, "hot"), then a private copy
@@ -78,7 +78,7 @@ class HotTier:
         interleave): no lock of its own, and the new :data:`Entry` is
         returned instead of a ``Stored`` (its first six fields are one).
         ``obj`` and ``plan``: a private copy of the decoded value and its
-        copy plan (``hrm_memory.values.snapshot``), kept for reads; MISSING
+        copy plan (``hrm_memory.core.values.snapshot``), kept for reads; MISSING
         and None to have reads decode ``value``."""
         ns = self._data.get(namespace)
         if ns is None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hrm_memory.errors import LockTimeout
+from hrm_memory.core.errors import LockTimeout
 
 from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error
 

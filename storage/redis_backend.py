@@ -1,6 +1,6 @@
 """The Redis backend: one store shared by processes on several hosts.
 
-``RedisBackend`` implements :class:`hrm_memory.backend.Backend` on one Redis
+``RedisBackend`` implements :class:`hrm_memory.core.backend.Backend` on one Redis
 server (``MemoryManager(backend="redis://host:port/db")``). docs/redis.md has
 the setup, the guarantees per persistence setting and what differs from the
 file backend. Keys, all under one prefix (``hrm:`` by default; the URL's
@@ -42,9 +42,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
-from hrm_memory.errors import CorruptRecord, LockTimeout
-from hrm_memory.records import Finding, Stored
+from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
+from hrm_memory.core.errors import CorruptRecord, LockTimeout
+from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
 from redis.exceptions import RedisError, ResponseError
 

@@ -35,14 +35,14 @@ from typing import Any
 
 import orjson
 import redis
-from hrm_memory.errors import BackendUnavailable, CursorExpired, InvalidCursor
-from hrm_memory.records import Event
+from hrm_memory.core.errors import BackendUnavailable, CursorExpired, InvalidCursor
+from hrm_memory.core.records import Event
 from redis.exceptions import RedisError
 
 from .redis_conn import command, failure
 from .redis_scripts import SCRIPTS
 
-log = logging.getLogger("hrm_memory.events")
+log = logging.getLogger("hrm_memory.core.events")
 
 OP_CODE = {"write": "w", "delete": "d", "archive": "a"}
 _OP_NAME = {v: k for k, v in OP_CODE.items()}
@@ -66,7 +66,7 @@ def _before(entry_id: str) -> str:
 
 
 class RedisChangeLog:
-    """Implements :class:`hrm_memory.backend.ChangeLog` on a Redis stream. Thread-safe."""
+    """Implements :class:`hrm_memory.core.backend.ChangeLog` on a Redis stream. Thread-safe."""
 
     def __init__(self, client: redis.Redis, key: str, maxlen: int, shown: str) -> None:
         self._cmd = command(client)

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from hrm_memory.errors import BackendUnavailable, CorruptRecord, InvalidArgument, MemoryStoreError, StorageError
+from hrm_memory.core.errors import BackendUnavailable, CorruptRecord, InvalidArgument, MemoryStoreError, StorageError
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError

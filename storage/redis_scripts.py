@@ -27,8 +27,8 @@ from collections.abc import Callable
 import zlib
 from typing import Any
 
-from hrm_memory.errors import CorruptRecord
-from hrm_memory.records import Stored
+from hrm_memory.core.errors import CorruptRecord
+from hrm_memory.core.records import Stored
 from redis.exceptions import NoScriptError
 
 # Whoever waits for a lease blocks on the namespace's waiters list (BLPOP);

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import orjson
-from hrm_memory.errors import CorruptRecord
-from hrm_memory.records import Finding
+from hrm_memory.core.errors import CorruptRecord
+from hrm_memory.core.records import Finding
 from redis.exceptions import RedisError, ResponseError
 
 from .redis_conn import Settings, failure

@@ -3,7 +3,7 @@
 Every persisted change appends one line to an append-only log,
 ``events/<nnnnnn>.log`` (the same checksummed line framing as the warm tier;
 no values, only op, namespace, key, version, trace id and origin). Other
-processes poll its size (see :class:`hrm_memory.events.EventBus`) and read new
+processes poll its size (see :class:`hrm_memory.core.events.EventBus`) and read new
 lines in log order, which is commit order per key. Why a log and not
 file-system notifications: a log gives every event exactly once and in order,
 survives the subscriber's absence (a cursor replays what was missed), and
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 import orjson
-from hrm_memory.errors import CursorExpired, InvalidCursor
-from hrm_memory.records import Event
+from hrm_memory.core.errors import CursorExpired, InvalidCursor
+from hrm_memory.core.records import Event
 
 from .fsutil import (
     FILE_MODE,
@@ -47,7 +47,7 @@ from .fsutil import (
     unframe,
 )
 
-log = logging.getLogger("hrm_memory.events")
+log = logging.getLogger("hrm_memory.core.events")
 
 SEGMENT_BYTES = 256 * 1024
 KEEP_SEGMENTS = 4
@@ -73,7 +73,7 @@ def _format(pos: Position) -> str:
 
 class FileChangeLog:
     """The signal log of one store root, as one process writes and reads it.
-    Implements :class:`hrm_memory.backend.ChangeLog`. Thread-safe."""
+    Implements :class:`hrm_memory.core.backend.ChangeLog`. Thread-safe."""
 
     def __init__(self, root: Path) -> None:
         self.dir = root / "events"

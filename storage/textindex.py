@@ -1,7 +1,7 @@
 """The recall index: SQLite FTS5 over the readable text of indexed namespaces.
 
 Derived data, never the truth: every hit is checked against the store before
-it is served (:mod:`hrm_memory.recall`), and the index is caught up from the
+it is served (:mod:`hrm_memory.recall.search`), and the index is caught up from the
 change log or rebuilt from the records after a crash. Two instances serve a
 manager: one file (``<root>/index/recall.db``) for persisted records, and one
 in process memory for the hot tier and for consent-gated values awaiting
@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hrm_memory.errors import CorruptRecord, StorageError
-from hrm_memory.recall import Doc
+from hrm_memory.core.errors import CorruptRecord, StorageError
+from hrm_memory.recall.search import Doc
 from . import fsutil as _fs
 
 FILE_NAME = "recall.db"

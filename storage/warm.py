@@ -48,9 +48,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from hrm_memory.backend import CROSS_PROCESS, PERSISTENT
-from hrm_memory.errors import CorruptRecord, MemoryStoreError, StoreClosed
-from hrm_memory.records import Stored
+from hrm_memory.core.backend import CROSS_PROCESS, PERSISTENT
+from hrm_memory.core.errors import CorruptRecord, MemoryStoreError, StoreClosed
+from hrm_memory.core.records import Stored
 
 from . import bucket_index
 from .fsutil import SharedCounters, ensure_real_dirs, storage_error
@@ -61,7 +61,7 @@ from .warm_format import N_BUCKETS, bucket_of, encode_line, parse_line, read_lin
 from .warm_upkeep import Entry, WarmUpkeep, _Bucket
 
 __all__ = [
-    "COMPACT_MIN_GARBAGE", "FULL_CHECK_SECONDS", "N_BUCKETS", "Cache", "Generations", "WarmTier", "bucket_of",
+    "COMPACT_MIN_GARBAGE", "FULL_CHECK_SECONDS", "N_BUCKETS", "Cache", "WarmTier", "generations", "bucket_of",
     "encode_line", "parse_line",
 ]  # fmt: skip
 
@@ -80,8 +80,8 @@ class Cache(Protocol):
     def put(self, key: tuple[str, str], stored: Stored) -> None: ...
 
 
-class Generations(SharedCounters):
-    """Per-namespace change counters (``.gen``), one per bucket, mapped into
+def generations(path: str | Path) -> SharedCounters:
+    """A namespace's change counters (``.gen``), one per bucket, mapped into
     memory by every process of the store.
 
     A writer adds one to a bucket's counter after every append, compaction or
@@ -91,9 +91,7 @@ class Generations(SharedCounters):
     when the counter moved, and at least once a second whatever it says, so a
     change the counters cannot see (the file removed by hand) is noticed too.
     Losing the file loses nothing but that shortcut."""
-
-    def __init__(self, path: str | Path) -> None:
-        super().__init__(path, N_BUCKETS)
+    return SharedCounters(path, N_BUCKETS)
 
 
 FULL_CHECK_SECONDS = 1.0
@@ -123,7 +121,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
         self.fsync = durability == "fsync"
         self.cache = cache
         self._buckets: dict[tuple[str, int], _Bucket] = {}
-        self._gens: dict[str, Generations] = {}
+        self._gens: dict[str, SharedCounters] = {}
         self._real: set[str] = set()  # namespaces whose directories were found real (see _bucket)
         self._guard = threading.Lock()
         self._run_file: Path | None = None
@@ -153,7 +151,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
                     self._buckets[(namespace, index)] = b
         return b
 
-    def _generations(self, namespace: str) -> Generations | None:
+    def _generations(self, namespace: str) -> SharedCounters | None:
         """The namespace's shared counters; None until its directory exists
         (then every read stats, as it must: there is nothing to read yet)."""
         gens = self._gens.get(namespace)
@@ -162,7 +160,7 @@ class WarmTier(WarmBulk, WarmCheck, WarmUpkeep):
             if not os.path.isdir(d):
                 return None
             try:
-                gens = self._gens[namespace] = Generations(f"{d}/.gen")
+                gens = self._gens[namespace] = generations(f"{d}/.gen")
             except OSError:
                 return None  # read-only root or the like: stat every time
         return gens

@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from hrm_memory.errors import CorruptRecord
-from hrm_memory.records import Stored
+from hrm_memory.core.errors import CorruptRecord
+from hrm_memory.core.records import Stored
 
 from .fsutil import storage_error
 from .locks import NamespaceLocks

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrm_memory.records import Finding
+from hrm_memory.core.records import Finding
 
 from . import bucket_index
 from .bucket_index import Persisted

@@ -37,8 +37,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrm_memory.errors import MemoryStoreError
-from hrm_memory.records import Finding
+from hrm_memory.core.errors import MemoryStoreError
+from hrm_memory.core.records import Finding
 
 from .fsutil import (
     FILE_MODE,
@@ -74,7 +74,7 @@ class _Bucket:
         self._path: Path | None = None
         self.rel = rel
         self.idx = idx
-        self.gens = gens  # the namespace's shared change counters, warm.Generations (None: always stat)
+        self.gens = gens  # the namespace's shared change counters, warm.generations (None: always stat)
         self.seen_gen = -1  # counter value when the index was last known fresh
         self.checked_at = 0.0
         self.fd: int | None = None

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from hrm_memory import MemoryManager
-from hrm_memory.cli import main
+from hrm_memory.cli.main import main
 
 SCRIPT = Path(sys.executable).parent / "hrm-memory"
 

@@ -18,7 +18,7 @@ import pytest
     (["context", "altitude", "--budget", "-1"], "expected an integer in 0..1000000, got '-1'"),
 ])
 def test_bad_integers_exit_2_with_what_was_expected(tmp_path: Path, args: list[str], expected: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "hrm_memory.cli", "--root", str(tmp_path), *args],
+    proc = subprocess.run([sys.executable, "-m", "hrm_memory.cli.main", "--root", str(tmp_path), *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr

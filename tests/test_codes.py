@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from hrm_memory.namespaces import seed
 from hrm_memory.namespaces.codecs import CODECS, COACHING_CODES, NAMESPACE_CODECS, PATTERN_CODES, RELATIONSHIP_CODES, UNCODED
-from hrm_memory.codes import ESCAPE, Codec, CodecRegistry
+from hrm_memory.core.codes import ESCAPE, Codec, CodecRegistry
 from hrm_memory.namespaces import seed_codecs
-from hrm_memory.errors import InvalidNamespace, MemoryStoreError
+from hrm_memory.core.errors import InvalidNamespace, MemoryStoreError
 
 LEGACY_DATA = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
 STATE = LEGACY_DATA / "the_assist" / "memory" / "store" / "compressed" / "state.json"

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hrm_memory import CorruptRecord, MemoryManager, NamespaceSpec
-from hrm_memory.records import Stored
+from hrm_memory.core.records import Stored
 from hrm_memory.storage import cold
 
 NS = "t.aging"

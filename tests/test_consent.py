@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
 from hrm_memory import UnknownConsentCategory
-from hrm_memory.schemas import SchemaViolation, UnknownSchema
+from hrm_memory.core.schemas import SchemaViolation, UnknownSchema
 from hrm_memory.storage import ColdTier
 
 CANARY = "CANARY-consent-5b1e0f"

@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hrm_memory import InvalidArgument, MemoryManager, NamespaceSpec
-from hrm_memory.context import PER_NAMESPACE
-from hrm_memory.tokens import count
+from hrm_memory.context.render import PER_NAMESPACE
+from hrm_memory.core.tokens import count
 
 LEGACY = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
 NOW = 1_768_600_000.0
@@ -160,7 +160,7 @@ def test_cli_context_json(tmp_path: Path) -> None:
     with MemoryManager(root, durability="flush") as mm:
         for i in range(30):
             mm.write("altitude.patterns", f"p{i}", {"text": f"a fairly long observation about habit number {i}"})
-    out = subprocess.run([sys.executable, "-m", "hrm_memory.cli", "--root", str(root), "--json", "context",
+    out = subprocess.run([sys.executable, "-m", "hrm_memory.cli.main", "--root", str(root), "--json", "context",
                           "altitude", "--budget", "80"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -195,7 +195,7 @@ def test_cli_recall_finds_and_says_when_nothing_is_found(tmp_path: Path) -> None
         mm.write("shared.people", "bella", {"name": "Bella", "note": "won her cheer competition"})
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hrm_memory.cli", "--root", str(root), "--json", *args],
+        return subprocess.run([sys.executable, "-m", "hrm_memory.cli.main", "--root", str(root), "--json", *args],
                               capture_output=True, text=True, timeout=60)
 
     found = cli("recall", "competitions", "--explain")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hrm_memory import MemoryManager
-from hrm_memory.context import GROUP
-from hrm_memory.tokens import count
+from hrm_memory.context.render import GROUP
+from hrm_memory.core.tokens import count
 
 NOW = 1_768_600_000.0
 

@@ -1,7 +1,7 @@
 """Issue 10, must-show 3: what the fill keeps between renders must not change what it renders.
 
 - Token counts summed over lines equal a count of the joined text (the split
-  pattern's line-break argument in :mod:`hrm_memory.context_fill`), for any
+  pattern's line-break argument in :mod:`hrm_memory.context.fill`), for any
   line contents, whitespace, newlines and slashes included.
 - The near-duplicate pairs found once per stem set are exactly the pairs a
   direct Jaccard comparison finds.
@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hrm_memory import MemoryManager, tokens
-from hrm_memory.context_fill import NEAR_DUPLICATE, _appears, _Neighbours, _splits_at_lines, _text_tokens
+from hrm_memory import MemoryManager
+from hrm_memory.core import tokens
+from hrm_memory.recall.index import RecallIndex
+from hrm_memory.context.fill import NEAR_DUPLICATE, _appears, _Neighbours, _splits_at_lines, _text_tokens
 
 NOW = 1_768_600_000.0
 
@@ -110,7 +112,7 @@ def test_a_record_the_index_still_lists_is_checked_against_the_store_before_it_i
             mm.write("altitude.patterns", f"p{i}", {"text": f"habit {i} keeps the {i}th promise"})
         before = mm.context("altitude", budget=2000, now=NOW)
         assert "habit 3 " in before.text and "habit 5 " in before.text
-        monkeypatch.setattr(type(mm._pipeline), "sync_index", lambda self: None)  # the index falls behind
+        monkeypatch.setattr(RecallIndex, "sync", lambda self: None)  # the index falls behind
         mm.delete("altitude.patterns", "p3")
         mm.write("altitude.patterns", "p5", {"text": "a different wording entirely"})
         after = mm.context("altitude", budget=1999, now=NOW)  # another budget: not the kept render

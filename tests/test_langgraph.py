@@ -1,4 +1,4 @@
-"""hrm_memory.langgraph.MemoryStore: the mapping, filters, order, TTL, search, the example.
+"""hrm_memory.integrations.langgraph.MemoryStore: the mapping, filters, order, TTL, search, the example.
 
 LangGraph's own store suites run against the store in test_langgraph_suite.py;
 these are the promises of docs/langgraph.md that those suites do not pin down.
@@ -31,8 +31,8 @@ from langgraph.store.base import (  # noqa: E402
 )
 
 from hrm_memory import InvalidFilter, InvalidValue, MemoryManager  # noqa: E402
-from hrm_memory import langgraph_codec as codec  # noqa: E402
-from hrm_memory.langgraph import MemoryStore  # noqa: E402
+from hrm_memory.integrations import langgraph_codec as codec  # noqa: E402
+from hrm_memory.integrations.langgraph import MemoryStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

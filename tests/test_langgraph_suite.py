@@ -1,4 +1,4 @@
-"""LangGraph's own store tests, run against ``hrm_memory.langgraph.MemoryStore``.
+"""LangGraph's own store tests, run against ``hrm_memory.integrations.langgraph.MemoryStore``.
 
 The tests come from the source distributions of the installed
 ``langgraph-checkpoint`` (``tests/test_store.py``: the in-memory store's
@@ -78,7 +78,7 @@ EXPECTED_PASSED = {
 }
 
 CONFTEST = '''
-"""Points the store tests of this distribution at hrm_memory.langgraph.MemoryStore."""
+"""Points the store tests of this distribution at hrm_memory.integrations.langgraph.MemoryStore."""
 import asyncio
 import contextlib
 import shutil
@@ -86,7 +86,7 @@ import tempfile
 
 import pytest
 
-from hrm_memory.langgraph import MemoryStore
+from hrm_memory.integrations.langgraph import MemoryStore
 
 _OPEN = []
 

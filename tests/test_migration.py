@@ -520,7 +520,7 @@ def test_cli_plan_report_with_and_without_tokens(tmp_path: Path, monkeypatch: py
     total = report["by_kind"][-1]
     assert total["kind"] == "TOTAL" and total["files"] == 48 and total["tokens_before"] > 0 and total["tokens_after"] > 0
     assert all(len(f["sha256"]) == 64 for f in report["files"])
-    monkeypatch.setitem(sys.modules, "hrm_memory.tokens", None)  # as if the module did not exist
+    monkeypatch.setitem(sys.modules, "hrm_memory.core.tokens", None)  # as if the module did not exist
     code, out = cli("plan", str(FIXTURE))
     assert code == 0 and "token columns omitted" in out and "TOKENS_BEFORE" not in out
 

@@ -29,7 +29,7 @@ from hrm_memory import (
     UnknownSchema,
 )
 from hrm_memory.namespaces import seed
-from hrm_memory.steps import DECLARATIONS_RECHECK
+from hrm_memory.core.state import DECLARATIONS_RECHECK
 
 REPO = Path(__file__).resolve().parent.parent
 CODED = sorted(s.name for s in seed() if s.codec is not None and s.tier == "warm" and s.consent is None)

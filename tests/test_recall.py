@@ -32,6 +32,7 @@ from hrm_memory import (
     StorageError,
     TrivialMemory,
 )
+from hrm_memory.recall.search import Recall
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -317,7 +318,7 @@ def test_remember_merges_an_episode_retold_within_a_day(mm: MemoryManager) -> No
 
 
 def test_remember_an_old_episode_again_is_a_new_event(root: Path) -> None:
-    from hrm_memory import memories
+    from hrm_memory.recall import memories
 
     with MemoryManager(root, durability="flush") as mm:
         first = mm.remember("Met Sam at the climbing gym and talked about the trip", kind="episodic",
@@ -439,7 +440,7 @@ def test_a_lost_index_is_rebuilt_and_an_expired_cursor_means_a_rebuild(root: Pat
     with MemoryManager(root, durability="flush") as mm:
         assert keys(mm.recall("zqrebuild")) == {("focus.notes", "a")}
         # a cursor the log no longer reaches: a full rebuild, not an empty index
-        index = mm._pipeline.disk_index
+        index = next(c for c in mm._pipeline.components if isinstance(c, Recall)).index.disk
         index.apply([], [], {"cursor": "1:0"})  # type: ignore[union-attr]
         mm.delete("focus.notes", "a")
         mm.write("focus.notes", "b", "b zqrebuild note")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.recall.search import Recall
 from hrm_memory.storage.textindex import DF_FLOOR
 
 
@@ -18,7 +19,7 @@ def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> N
             mm.write("t.notes", f"n{i}", {"text": f"walking note {i} zq{i}x"})
         hits = mm.recall("walked zq1234x", namespaces="t.notes", k=3)
         assert hits[0].key == "n1234"
-        index = mm._pipeline.disk_index
+        index = next(c for c in mm._pipeline.components if isinstance(c, Recall)).index.disk
         assert index is not None
         assert index.selective(["walked", "zq1234x"]) == ["zq1234x"]  # "walk" is in every document
         assert index.selective(["walked", "notes"]) == []  # all in every document: nothing to rank by
@@ -32,8 +33,8 @@ import os, signal, sys, time
 from hrm_memory import MemoryManager
 mm = MemoryManager(sys.argv[1], durability="flush")
 mm.write("focus.notes", "a", "a zqdead note")  # logged
-pipe = mm._pipeline
-data, _ = pipe._encode(pipe.spec("focus.notes"), "b", "b zqdead note")
+pipe = mm._pipeline.core
+data, _ = pipe.encode(pipe.spec("focus.notes"), "b", "b zqdead note")
 pipe.backend.put("focus.notes", "b", data, time.time_ns() // 1000)  # committed, then killed before its log entry
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -90,7 +91,7 @@ def test_word_frequencies_follow_every_change_to_the_index(tmp_path: Path) -> No
     # Changes made by this very index's connection clear what it remembered too.
     own = TextIndex(None)
     try:
-        from hrm_memory.recall import Doc
+        from hrm_memory.recall.search import Doc
 
         docs = [Doc("a.b", f"k{i}", 1, 1, 1, "warm", None, 0.5, "moth", "") for i in range(DF_FLOOR * 3)]
         own.apply(docs, [])
@@ -119,7 +120,7 @@ def test_a_change_that_never_reached_the_log_is_found_by_the_reconcile(tmp_path:
         rec = second.get_record("notes.text", "k")
         assert rec is not None and rec.version == 2
     with MemoryManager(tmp_path, durability="flush", namespaces=[spec], signal_log=False) as third:
-        backend = third._pipeline.backend
+        backend = third._pipeline.core.backend
         st = backend.get("notes.text", "k")
         assert st is not None and st.updated_us > st.created_us
         assert backend.keys("notes.text") == [("k", st.created_us, st.updated_us)]

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hrm_memory.recall import Doc
+from hrm_memory.recall.search import Doc
 from hrm_memory.storage.textindex import TextIndex
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "quartz"]

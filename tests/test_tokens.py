@@ -15,9 +15,10 @@ import orjson
 import pytest
 
 from hrm_memory.namespaces.codecs import CODECS
-from hrm_memory import MemoryManager, tokens
-from hrm_memory.errors import CorruptRecord, InvalidValue, MemoryStoreError
-from hrm_memory.token_report import (
+from hrm_memory import MemoryManager
+from hrm_memory.core import tokens
+from hrm_memory.core.errors import CorruptRecord, InvalidValue, MemoryStoreError
+from hrm_memory.cli.token_report import (
     Report,
     Row,
     add_cli,

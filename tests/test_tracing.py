@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
-from hrm_memory.tracing import INVALID_TRACE_ID
+from hrm_memory.tracing.spans import INVALID_TRACE_ID
 
 CANARY = "CANARY-7f3a9c-do-not-trace"
 
@@ -187,7 +187,7 @@ def test_close_flushes_deferred_spans(root: Path) -> None:
 
 
 def test_jsonl_file_and_trace_viewer(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hrm_memory import cli
+    from hrm_memory.cli import main as cli
 
     assert cli.main(["--root", str(root), "--trace", "jsonl", "--json", "put", "altitude.patterns", "k", "1"]) == 0
     trace_id = orjson.loads(capsys.readouterr().out)["trace_id"]
@@ -420,7 +420,7 @@ def test_the_constructor_shortcuts_build_what_the_constructors_build(root: Path,
     """The shortcuts are in use with the SDK we test against, and the
     constructors (used if an SDK lays its objects out otherwise) give the
     same spans."""
-    from hrm_memory import tracing_sdk
+    from hrm_memory.tracing import sdk as tracing_sdk
 
     assert tracing_sdk._make_context is tracing_sdk._fast_context and tracing_sdk._make_span is tracing_sdk._fast_span
     got = []

@@ -23,8 +23,9 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hrm_memory import MemoryManager, NamespaceSpec, tracing
-from hrm_memory.tracing_sdk import Recorder
+from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.tracing import spans as tracing
+from hrm_memory.tracing.sdk import Recorder
 
 HOT = [NamespaceSpec("t.hot", tier="hot")]
 

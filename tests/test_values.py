@@ -494,7 +494,7 @@ def test_snapshot_and_clone(value: Any) -> None:
     """The hot tier's private copy (issue 13): ``snapshot`` accepts what
     ``_exact`` accepts, its clone is identical to the value and shares no
     container with the value, the snapshot or another clone."""
-    from hrm_memory import values
+    from hrm_memory.core import values
 
     snap = values.snapshot(value)
     assert snap is not None

@@ -11,10 +11,10 @@ the package's own. Every error derives from :class:`MemoryStoreError` and from
 the built-in a caller would catch (``ValueError``, ``PermissionError``, ...).
 """
 
-from .aio import AsyncMemoryManager, AsyncSubscription
-from .backend import Backend, ChangeLog, HotStore
-from .codes import Codec, CodecRegistry
-from .errors import (
+from hrm_memory.aio import AsyncMemoryManager, AsyncSubscription
+from hrm_memory.core.backend import Backend, ChangeLog, HotStore
+from hrm_memory.core.codes import Codec, CodecRegistry
+from hrm_memory.core.errors import (
     AccessDenied,
     BackendUnavailable,
     BadInput,
@@ -44,9 +44,9 @@ from .errors import (
     Unsupported,
     ValueTooLarge,
 )
-from .events import Subscription
-from .manager import Consent, MemoryManager, Scope, default_root
-from .ops import (
+from hrm_memory.core.events import Subscription
+from hrm_memory.manager import Consent, MemoryManager, Scope, default_root
+from hrm_memory.core.ops import (
     ArchiveOp,
     CheckOp,
     CompactOp,
@@ -69,10 +69,10 @@ from .ops import (
     UndeclareOp,
     UpdateOp,
 )
-from .memories import Remembered
-from .recall import Hit
-from .records import MISSING, Event, Finding, Record
-from .spec import NamespaceSpec, Registry
+from hrm_memory.recall.memories import Remembered
+from hrm_memory.recall.search import Hit
+from hrm_memory.core.records import MISSING, Event, Finding, Record
+from hrm_memory.core.spec import NamespaceSpec, Registry
 
 __all__ = [
     "MISSING",

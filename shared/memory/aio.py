@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .errors import InvalidArgument
-from .events import Subscription
-from .manager import MemoryManager
-from .ops import (
+from hrm_memory.core.errors import InvalidArgument
+from hrm_memory.core.events import Subscription
+from hrm_memory.manager import MemoryManager
+from hrm_memory.core.ops import (
     ArchiveOp,
     CheckOp,
     CompactOp,
@@ -45,9 +45,9 @@ from .ops import (
     UndeclareOp,
     UpdateOp,
 )
-from .pipeline import Pipeline
-from .records import Event, Finding, Record
-from .spec import NamespaceSpec
+from hrm_memory.core.pipeline import Pipeline
+from hrm_memory.core.records import Event, Finding, Record
+from hrm_memory.core.spec import NamespaceSpec
 
 _END = object()
 
@@ -233,7 +233,7 @@ class AsyncMemoryManager(AsyncOperations):
 
     def scope(self, hrm: str) -> AsyncScope:
         """See :meth:`MemoryManager.scope`."""
-        self._pipeline.check_scope(hrm)
+        self._pipeline.core.check_scope(hrm)
         return AsyncScope(self, hrm)
 
     async def declare(self, spec: NamespaceSpec | str, **fields: Any) -> NamespaceSpec:

@@ -2,8 +2,8 @@
 
 The manager is the composition root: it builds the default backend (files
 under ``root``), the hot tier, the namespace registry and the codecs, hands
-them to one :class:`~hrm_memory.pipeline.Pipeline`, and from then on only
-builds op values (:mod:`hrm_memory.ops`). Every method below is one op run
+them to one :class:`~hrm_memory.core.pipeline.Pipeline`, and from then on only
+builds op values (:mod:`hrm_memory.core.ops`). Every method below is one op run
 through that pipeline; a scoped handle (:class:`Scope`) builds the same ops
 with its HRM attached, so it cannot skip a check.
 """
@@ -18,12 +18,12 @@ from typing import Any
 
 from opentelemetry import trace
 
-from .backend import Backend
-from .codes import Codec, CodecRegistry
-from .errors import InvalidArgument, UnknownConsentCategory
-from .events import Callback, Subscription
-from .namespaces import seed, seed_codecs
-from .ops import (
+from hrm_memory.core.backend import Backend
+from hrm_memory.core.codes import Codec, CodecRegistry
+from hrm_memory.core.errors import InvalidArgument, UnknownConsentCategory
+from hrm_memory.core.events import Callback, Subscription
+from hrm_memory.namespaces import seed, seed_codecs
+from hrm_memory.core.ops import (
     ArchiveOp,
     CheckOp,
     CompactOp,
@@ -47,15 +47,22 @@ from .ops import (
     UndeclareOp,
     UpdateOp,
 )
-from .pipeline import Pipeline
-from .memories import Remembered
-from .context import Context
-from .recall import FUSIONS, Hit
-from .records import Event, Finding, Record
-from .spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
-from .storage import DURABILITY, FileBackend, HotTier
-from .storage.textindex import TextIndex
-from .tracing import Tracing
+from hrm_memory.context.render import ContextRenderer
+from hrm_memory.core.admin import Admin
+from hrm_memory.core.pipeline import Pipeline
+from hrm_memory.core.state import Core
+from hrm_memory.core.store import Records
+from hrm_memory.recall.index import RecallIndex, SearchIndex
+from hrm_memory.recall.memories import Remember
+from hrm_memory.recall.search import Recall
+from hrm_memory.recall.memories import Remembered
+from hrm_memory.context.render import Context
+from hrm_memory.recall.search import FUSIONS, Hit
+from hrm_memory.core.records import Event, Finding, Record
+from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
+from hrm_memory.storage import DURABILITY, FileBackend, HotTier
+from hrm_memory.storage.textindex import TextIndex
+from hrm_memory.tracing.spans import Tracing
 
 
 def default_root() -> Path:
@@ -75,7 +82,7 @@ class Operations:
     #: The HRM a scoped handle acts as (None for the manager itself).
     hrm: str | None = None
     #: ``pipeline.run`` bound to this handle's HRM: ``_run(op)``, or on the
-    #: hot path ``_run(fields, OpType)`` (see :mod:`hrm_memory.ops`).
+    #: hot path ``_run(fields, OpType)`` (see :mod:`hrm_memory.core.ops`).
     _run: Callable[..., Any]
 
     def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
@@ -301,7 +308,7 @@ class MemoryManager(Operations):
         ``"fsync"`` (default): once a write returns, the record survives power
         loss. ``"flush"``: it survives a crash of the process, not of the OS.
     backend:
-        A :class:`~hrm_memory.backend.Backend` to use instead of files under
+        A :class:`~hrm_memory.core.backend.Backend` to use instead of files under
         ``root`` (then ``root``, ``locking``, ``durability``, ``lock_timeout``,
         ``cache_size`` and ``signal_log`` are the backend's business), or a
         ``redis://host:port/db`` URL: the Redis backend (docs/redis.md), with
@@ -320,7 +327,7 @@ class MemoryManager(Operations):
         Entries of the read cache in front of the warm tier.
     deferred_spans:
         With the OpenTelemetry SDK, record spans on the caller's path and
-        finish them on a background thread (see :mod:`hrm_memory.tracing`).
+        finish them on a background thread (see :mod:`hrm_memory.tracing.spans`).
     signal_log:
         Log every persisted change for other processes' subscriptions.
     poll_interval:
@@ -370,7 +377,7 @@ class MemoryManager(Operations):
             # only when asked for (redis-py is the optional extra "redis").
             if not backend.startswith(("redis://", "rediss://")):
                 raise InvalidArgument(f"backend= takes a Backend or a redis:// URL, not {backend[:40]!r}")
-            from .storage.redis_backend import RedisBackend
+            from hrm_memory.storage.redis_backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)
             self.root = Path(root).absolute() if root is not None else None
@@ -390,7 +397,7 @@ class MemoryManager(Operations):
         self.locking = bool(locking)
         self.durability = durability
         try:
-            self._pipeline = Pipeline(
+            core = Core(
                 backend,
                 HotTier(),
                 Registry(seed() if namespaces is None else namespaces),
@@ -407,7 +414,7 @@ class MemoryManager(Operations):
                 backend.close()  # ours: a failed open leaves no file open
             raise
         index_dir = None if self.root is None else self.root / "index"
-        self._pipeline.setup_recall(TextIndex(index_dir), TextIndex(None), embed, fusion)
+        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
@@ -456,7 +463,7 @@ class MemoryManager(Operations):
         """A handle for one HRM: writes only the namespaces it owns, reads
         those and ``shared.*``; anything else raises :class:`AccessDenied`.
         An HRM with no declared namespace raises :class:`UndeclaredNamespace`."""
-        self._pipeline.check_scope(hrm)
+        self._pipeline.core.check_scope(hrm)
         return Scope(self, hrm)
 
     # -- tiers and maintenance --------------------------------------------------------
@@ -498,6 +505,17 @@ class Scope(Operations):
         return f"Scope({self.hrm!r})"
 
 
+def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
+            fusion: str = FUSIONS[0]) -> Pipeline:
+    """The composition root: the pipeline and its components, each given
+    exactly its collaborators. Recall gets the index (the persisted one at
+    ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
+    the index; context gets recall."""
+    index = RecallIndex(core, disk, mem, embed)
+    recall = Recall(core, index, fusion)
+    return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall)])
+
+
 class Consent:
     """``mm.consent``: grant, revoke and inspect consent per category.
 
@@ -513,7 +531,7 @@ class Consent:
 
     def granted(self, category: str) -> bool:
         """True if ``category`` was granted and not revoked since (default False)."""
-        return self._pipeline.granted(category)
+        return self._pipeline.core.granted(category)
 
     def status(self) -> dict[str, bool]:
         """Every category and whether it is granted."""
@@ -525,7 +543,7 @@ class Consent:
             raise UnknownConsentCategory(
                 f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
             )
-        return [s.name for s in self._pipeline.registry if s.consent == category and s.tier != "hot"]
+        return [s.name for s in self._pipeline.core.registry if s.consent == category and s.tier != "hot"]
 
     def grant(self, category: str) -> dict[str, Any]:
         """Grant ``category``. What this session holds for it (written while it
@@ -541,4 +559,4 @@ class Consent:
         return self._pipeline.run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
 
 
-__all__ = ["Consent", "MemoryManager", "Operations", "Scope", "default_root"]
+__all__ = ["Consent", "MemoryManager", "Operations", "Scope", "compose", "default_root"]

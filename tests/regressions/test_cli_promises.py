@@ -29,7 +29,7 @@ import orjson
 import pytest
 
 from hrm_memory import MemoryManager
-from hrm_memory.cli import main
+from hrm_memory.cli.main import main
 
 SCRIPT = Path(sys.executable).parent / "hrm-memory"
 DEEP = "[" * 3000 + "]" * 3000

@@ -1,0 +1,84 @@
+"""``hrm-memory recall QUERY`` and ``hrm-memory context HRM``: memories by meaning
+(:meth:`MemoryManager.recall`) and an HRM's memory as a prompt (:meth:`MemoryManager.context`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from hrm_memory.manager import MemoryManager
+from hrm_memory.cli.textfmt import EXIT_NOT_FOUND, EXIT_OK, table
+from hrm_memory.cli.textfmt import dump_json as _dump
+
+
+def int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (at least ``lo`` without ``hi``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            wanted = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"expected an integer {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("recall", help="memories matching a query by meaning, best first (exit 1 if none)")
+    s.add_argument("query", help="what to recall, in plain words")
+    s.add_argument("--ns", action="append", metavar="GLOB", help="namespace glob to search (repeatable; default all)")
+    s.add_argument("-k", type=int_in(1, 1000), default=10, help="how many hits (default 10)")
+    s.add_argument("--kind", action="append", help="keep memories of this kind (repeatable)")
+    s.add_argument("--cold", action="store_true", help="search archived records at once")
+    s.add_argument("--explain", action="store_true", help="say why each hit ranked where it did")
+
+
+def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
+    hits = mm.recall(
+        args.query, namespaces=args.ns or "*", kinds=args.kind, k=args.k, explain=args.explain, include_cold=args.cold
+    )
+    if args.json:
+        print(_dump([
+            {"namespace": h.namespace, "key": h.key, "score": h.score, "confidence": h.confidence,
+             "tier": h.record.tier, "version": h.record.version, "value": h.record.value,
+             **({"why": h.why} if h.why is not None else {})}
+            for h in hits
+        ]))
+    else:
+        rows = [{"namespace": h.namespace, "key": h.key, "score": f"{h.score:.3g}",
+                 "confidence": round(h.confidence, 2), "tier": h.record.tier, "value": h.record.value} for h in hits]
+        print(table(rows, ["namespace", "key", "score", "confidence", "tier", "value"]))
+        if args.explain and hits and hits[0].why:
+            why = hits[0].why
+            print(f"query type: {why.get('type')}")
+            for stage in why.get("path", []):
+                print(f"  stage {stage['stage']}: {stage['hits']} hit(s), best confidence {stage['confidence']}"
+                      + (" (cold included)" if stage["cold"] else ""))
+    return EXIT_OK if hits else EXIT_NOT_FOUND
+
+
+def register_context(sub: Any) -> None:
+    s = sub.add_parser("context", help="an HRM's memory as a prompt within a token budget")
+    s.add_argument("hrm", help="the HRM whose memory to render, e.g. altitude")
+    s.add_argument("--budget", type=int_in(0, 1_000_000), default=2000, help="tokens at most (o200k; default 2000)")
+    s.add_argument("--query", help="lead with memories recalled for this query")
+    s.add_argument("--section", action="append", help="keep only this section (repeatable)")
+
+
+def cmd_context(mm: MemoryManager, args: argparse.Namespace) -> int:
+    ctx = mm.context(args.hrm, budget=args.budget, query=args.query, sections=args.section)
+    if args.json:
+        print(_dump({
+            "hrm": ctx.hrm, "text": ctx.text, "tokens": ctx.tokens, "budget": ctx.budget, "omitted": ctx.omitted,
+            "counter": ctx.counter, "legend": ctx.legend,
+            "sections": [{"name": s.name, "budget": s.budget, "tokens": s.tokens, "shown": s.shown,
+                          "omitted": s.omitted} for s in ctx.sections],
+        }))
+    else:
+        print(ctx.text)
+    return EXIT_OK

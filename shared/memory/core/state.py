@@ -1,0 +1,347 @@
+"""The state every handler shares, and the steps they compose.
+
+:class:`Core` is one object handed to each component of the pipeline (the
+record handlers, the administrative ones, recall, remember, context): what
+the store is made of (backend, hot tier, registry, codecs, schemas, tracing,
+event bus) and the steps every handler composes: resolve and validate a
+namespace, check a scope's access, find a record where it lives (hot tier,
+session-only copy, backend), commit it to the right place given consent,
+encode or decode a value with the namespace's codec, keep a namespace within
+its key cap. A component holds the Core and its own collaborators, never
+another component's state; what a component must learn from the core (a
+namespace's data purged) reaches it through :meth:`Core.on_purge`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+
+from hrm_memory.core import values
+from hrm_memory.core.backend import Backend, HotStore
+from hrm_memory.core.codes import Codec, CodecRegistry
+from hrm_memory.core.errors import (
+    AccessDenied,
+    CorruptRecord,
+    InvalidArgument,
+    MemoryStoreError,
+    UndeclaredNamespace,
+)
+from hrm_memory.core.events import EventBus, Subscription
+from hrm_memory.core.records import Event, Stored
+from hrm_memory.core.schemas import Schemas
+from hrm_memory.core.spec import (
+    NamespaceSpec,
+    Registry,
+    check_namespace,
+)
+from hrm_memory.tracing.spans import OpSpan, TokensSaved, Tracing
+
+#: The ``focus.consent`` namespace holds one record per consent category.
+CONSENT_NAMESPACE = "focus.consent"
+GLOB = frozenset("*?[")
+
+#: Span attributes a handler returns (None when nothing is traced).
+Attrs = dict[str, Any] | None
+#: A handler: (op, scope, span) -> (result, span attributes). ``op`` is an op
+#: value or the plain tuple of its fields; handlers read fields by position.
+Handler = Callable[[Any, str | None, OpSpan | None], tuple[Any, Attrs]]
+#: What a component contributes to the pipeline: op type -> (span name,
+#: handler, keyed: the op's first two fields are its namespace and key).
+Handlers = dict[type, tuple[str, Handler, bool]]
+
+
+class Component(Protocol):
+    """A part of the pipeline: the handlers of its ops, and what it holds to release."""
+
+    def handlers(self) -> Handlers: ...
+
+    def close(self) -> None: ...
+
+
+#: Seconds between two looks at the store's run-time declarations before an
+#: operation on a run-time namespace (a look is a shared-counter read).
+DECLARATIONS_RECHECK = 0.05
+_monotonic = time.monotonic
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Core:
+    """The state the pipeline's components share, and their shared steps. Thread-safe."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        hot: HotStore,
+        registry: Registry,
+        codecs: CodecRegistry,
+        tracing: Tracing,
+        *,
+        poll_interval: float = 0.005,
+    ) -> None:
+        self.backend = backend
+        self.hot = hot
+        self.registry = registry
+        self.codecs = codecs
+        self.tracing = tracing
+        self.schemas = Schemas()
+        self.closed = False
+        self.bus = EventBus(backend.changes, report_error=self._callback_failed, poll_interval=poll_interval)
+        self.specs = registry.specs  # read-only view for the hot path
+        self._codec_of: dict[str, Codec | None] = {}
+        self.seeded = frozenset(self.specs)
+        self.runtime: set[str] = set()
+        self.declared_at = 0.0
+        #: Bumped whenever what the recall index sees may have changed.
+        self.index_epoch = 0
+        #: Told the name of a namespace whose data was just purged (derived
+        #: data held by a component, such as the recall index, goes too).
+        self.purge_listeners: list[Callable[[str], None]] = []
+        self.load_declared()
+        self.refresh_indexed()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.bus.close()
+        self.tracing.flush()
+        self.backend.close()
+        self.hot.close()
+
+    def spec(self, namespace: str) -> NamespaceSpec:
+        """The declared spec; raises :class:`InvalidNamespace` or
+        :class:`UndeclaredNamespace` (after looking for run-time declarations
+        made by other processes since). A run-time namespace is looked up in
+        the store again at most every ``DECLARATIONS_RECHECK`` seconds, so an
+        undeclare in another process takes effect here within that time (at
+        once in the process that made it); seed namespaces cost a dict lookup."""
+        try:
+            spec = self.specs.get(namespace)
+        except TypeError:  # unhashable: certainly not a namespace
+            check_namespace(namespace)
+            raise
+        if spec is not None:
+            if namespace not in self.runtime:
+                return spec
+            now = _monotonic()
+            if now - self.declared_at < DECLARATIONS_RECHECK:
+                return spec
+            self.declared_at = now
+            self.load_declared()  # one shared-counter read when nothing changed
+            spec = self.specs.get(namespace)
+            return spec if spec is not None else self.registry.get(namespace)
+        check_namespace(namespace)
+        self.load_declared()
+        return self.registry.get(namespace)
+
+    def match(self, pattern: str) -> list[NamespaceSpec]:
+        """The declared namespaces matching a glob; an exact name that is not
+        declared, or a glob that matches nothing, raises :class:`UndeclaredNamespace`."""
+        if not isinstance(pattern, str):
+            raise InvalidArgument(f"a namespace pattern is a str glob, not {type(pattern).__name__}")
+        spec = self.specs.get(pattern)
+        if spec is not None:
+            return [spec]
+        if not GLOB.intersection(pattern):
+            return [self.spec(pattern)]
+        self.load_declared()
+        found = [s for s in self.registry if fnmatch.fnmatchcase(s.name, pattern)]
+        if not found:
+            raise UndeclaredNamespace(f"no declared namespace matches {pattern!r}", namespace=pattern)
+        return found
+
+    def load_declared(self) -> None:
+        """Bring run-time declarations (made by any process) into the registry."""
+        declared = self.backend.declarations()
+        if declared is None:
+            return
+        for name, data in declared.items():
+            try:
+                spec = NamespaceSpec.from_dict(data)
+            except (MemoryStoreError, TypeError) as exc:
+                raise CorruptRecord(
+                    f"run-time declaration {name!r} is not a valid namespace spec ({exc})", namespace=name
+                ) from None
+            if spec.name not in self.registry:
+                self.registry.declare(spec)
+                self.runtime.add(spec.name)
+        for name in self.runtime - set(declared):
+            self.registry.remove(name)  # undeclared by another process
+            self.runtime.discard(name)
+        self.refresh_indexed()
+
+    def refresh_indexed(self) -> None:
+        """Tell the event bus which namespaces' changed keys recall must index."""
+        self.bus.indexed = frozenset(s.name for s in self.registry if s.index)
+        self.index_epoch += 1
+
+    def codec(self, spec: NamespaceSpec) -> Codec | None:
+        try:
+            return self._codec_of[spec.name]
+        except KeyError:
+            codec = self._codec_of[spec.name] = self.codecs.for_spec(spec.codec)
+            return codec
+
+    def readable(self, scope: str, namespace: str) -> bool:
+        head = namespace.split(".", 1)[0]
+        if head == scope or head == "shared":
+            return True
+        spec = self.specs.get(namespace)
+        return spec is not None and spec.owner == scope
+
+    def check_scope(self, scope: str) -> None:
+        """A scope must own or share at least one declared namespace."""
+        if not isinstance(scope, str) or not scope.isidentifier() or not scope.islower():
+            raise InvalidArgument(f"invalid HRM name {scope!r}")
+        self.load_declared()
+        if not any(s.hrm == scope or s.owner == scope for s in self.registry):
+            raise UndeclaredNamespace(
+                f"no declared namespace belongs to HRM {scope!r}; declare one first", namespace=f"{scope}.*"
+            )
+
+    def may_read(self, scope: str | None, namespace: str) -> None:
+        if scope is not None and not self.readable(scope, namespace):
+            raise AccessDenied(f"HRM {scope!r} may not read namespace {namespace!r}", namespace=namespace, hrm=scope)
+
+    def may_write(self, scope: str | None, spec: NamespaceSpec) -> None:
+        if scope is not None and spec.owner != scope:
+            raise AccessDenied(
+                f"HRM {scope!r} may not write namespace {spec.name!r} (owner: {spec.owner})",
+                namespace=spec.name,
+                hrm=scope,
+            )
+
+    def visible(self, scope: str | None, pattern: str, specs: list[NamespaceSpec]) -> list[NamespaceSpec]:
+        if scope is None:
+            return specs
+        allowed = [s for s in specs if self.readable(scope, s.name)]
+        if not allowed:
+            raise AccessDenied(f"HRM {scope!r} may not read namespaces matching {pattern!r}", namespace=pattern, hrm=scope)
+        return allowed
+
+    @staticmethod
+    def admin_only(scope: str | None, what: str) -> None:
+        if scope is not None:
+            raise AccessDenied(f"HRM {scope!r} may not {what}: that is the manager's, not a scope's", hrm=scope)
+
+    def granted(self, category: str) -> bool:
+        """True if consent ``category`` was granted and not revoked since."""
+        stored = self.backend.get(CONSENT_NAMESPACE, category)
+        if stored is None or stored.tier == "cold":
+            return False
+        value = orjson.loads(stored.value)
+        return type(value) is dict and value.get("granted") is True
+
+    def lookup(self, spec: NamespaceSpec, key: str) -> Stored | None:
+        """The current record: hot tier, else (for a gated namespace) the
+        session-only copy, else the backend (archived records included)."""
+        if spec.tier == "hot":
+            return self.hot.get(spec.name, key)
+        if spec.consent is not None:
+            shadow = self.hot.get(spec.name, key)
+            if shadow is not None:
+                return shadow
+        return self.backend.get(spec.name, key)
+
+    def commit(self, spec: NamespaceSpec, key: str, data: bytes, imported: bool = False) -> Stored:
+        """Commit to the namespace's home; the caller holds the namespace lock.
+        A consent-gated namespace whose category is not granted is committed
+        to the hot tier instead (this process only): nothing reaches the backend."""
+        if spec.tier == "hot":
+            return self.hot.put(spec.name, key, data, now_us())
+        if spec.consent is not None:
+            if not imported and not self.granted(spec.consent):
+                base = self.lookup(spec, key)
+                return self.hot.put(spec.name, key, data, now_us(), base_version=base.version if base else 0)
+            self.hot.delete(spec.name, key, now_us())  # a session-only copy is superseded
+        return self.backend.put(spec.name, key, data, now_us())
+
+    def encode(self, spec: NamespaceSpec, key: str, value: Any) -> tuple[bytes, Any]:
+        """Validate ``value`` (JSON, schema) and return ``(stored bytes,
+        tokens_saved attribute)``: the compact form when the namespace has a
+        codec. Token counting is deferred to span finishing."""
+        data = values.encode(value, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        if spec.schema is not None:
+            self.schemas.validate(spec, key, value)
+        codec = self.codec(spec)
+        if codec is None:
+            return data, 0
+        # The compact form of checked JSON is JSON (the codec only renames
+        # keys and strings): a plain dump, without a second exactness check.
+        compact = values.kept(orjson.dumps(codec.compact(value)))
+        if len(compact) > spec.max_value_bytes:
+            compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        return compact, TokensSaved(data, compact)
+
+    def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
+        """A stored value as the caller asked for it: as written (readable), or coded."""
+        value = values.loads(stored.value)
+        return value if compact else self.expanded(spec, value)
+
+    def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
+        """``value`` (stored coded) in its readable form: as written."""
+        codec = self.codec(spec)
+        return value if codec is None else codec.expand(value)
+
+    def on_purge(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(namespace)`` after a namespace's data is purged."""
+        self.purge_listeners.append(listener)
+
+    def purged(self, namespace: str) -> None:
+        """A namespace's data was purged: tell the components that derive data from it."""
+        self.index_epoch += 1
+        for listener in self.purge_listeners:
+            listener(namespace)
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Drop an undeclared run-time namespace from the registry and caches."""
+        self.registry.remove(namespace)
+        self.runtime.discard(namespace)
+        self._codec_of.pop(namespace, None)
+
+    def move_to_cold(self, namespace: str, records: list[Stored], trace_id: str) -> int:
+        """Archive ``records``; the caller holds the namespace lock."""
+        if not records:
+            return 0
+        versions = {st.key: st.version for st in records}
+        marked = self.backend.archive(namespace, records)
+        for key in marked:
+            self.bus.record("archive", namespace, key, versions[key], trace_id, True)
+        return len(marked)
+
+    def enforce_cap(self, spec: NamespaceSpec, trace_id: str) -> None:
+        """Keep at most ``max_keys``: the oldest (by creation) move to cold
+        (persisted namespaces) or are dropped (hot ones, which have no cold)."""
+        assert spec.max_keys is not None
+        with self.backend.lock(spec.name):
+            if spec.tier == "hot":
+                excess = self.hot.count(spec.name) - spec.max_keys
+                if excess > 0:
+                    for st in self.hot.oldest(spec.name, excess):
+                        self.hot.delete(spec.name, st.key, now_us())
+                        self.bus.record("delete", spec.name, st.key, st.version + 1, trace_id, False)
+                return
+            keys = self.backend.keys(spec.name)
+            excess = len(keys) - spec.max_keys
+            if excess <= 0:
+                return
+            keys.sort(key=lambda k: (k[1], k[0]))  # the oldest by creation (see NamespaceSpec.max_keys)
+            victims = {k for k, _, _ in keys[:excess]}
+            old = [s for s in self.backend.scan(spec.name, strict=False) if s.key in victims]
+            self.move_to_cold(spec.name, old, trace_id)
+
+    def _callback_failed(self, sub: Subscription, event: Event, exc: BaseException) -> None:
+        span = self.tracing.start("notify", event.namespace, event.key)
+        if span is not None:
+            span.end({"hrm.memory.subscription": sub.namespace, "hrm.memory.event": event.op}, exc)
+
+
+__all__ = ["CONSENT_NAMESPACE", "GLOB", "Attrs", "Component", "Core", "Handler", "Handlers", "now_us"]

@@ -1,0 +1,262 @@
+"""The recall index's upkeep: what the index holds, kept in line with the store.
+
+The index (SQLite FTS5, :mod:`hrm_memory.storage.textindex`) holds the
+readable text of every record of a namespace declared with ``index=``. It is
+derived data and is treated as such:
+
+- **kept current lazily**: a write only notes its key (the event bus collects
+  the keys of indexed namespaces it is told about, one set insert); the next
+  recall indexes what changed since, here and in other processes (read from
+  the change log, from a cursor kept in the index), so the write path pays
+  nothing for the index;
+- **rebuilt, not trusted**: the first recall in a process compares the index
+  with the store's key list and re-indexes what differs (a crash between a
+  commit and its log entry leaves nothing missing); a change log that no
+  longer reaches back to the index's cursor means a full rebuild;
+- **gated text stays in memory**: hot-tier records and consent-gated values
+  awaiting consent are indexed in a second, in-memory index only;
+- **purged with the data**: the core tells it when a namespace is purged.
+
+:class:`RecallIndex` is given the core (to read the store and the change log)
+and the two indexes and the optional embedder; recall, remember and context
+are given the RecallIndex.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from hrm_memory.core.backend import RECOVER
+from hrm_memory.core.errors import CursorExpired, InvalidArgument, InvalidCursor
+from hrm_memory.core.records import Stored
+from hrm_memory.core.spec import KINDS, NamespaceSpec
+from hrm_memory.core.state import Core
+from hrm_memory.recall import text as rt
+
+
+class Doc(NamedTuple):
+    """One record as the index holds it: its text, its context and, with an
+    embedder, its normalised vector (float32 bytes)."""
+
+    ns: str
+    key: str
+    version: int
+    created_us: int
+    updated_us: int
+    tier: str
+    kind: str | None
+    importance: float
+    body: str
+    ctx: str
+    vec: bytes | None = None
+
+
+class SearchIndex(Protocol):
+    """What recall needs of an index (``hrm_memory.storage.textindex.TextIndex``)."""
+
+    @property
+    def persistent(self) -> bool: ...
+
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None: ...
+    def purge(self, namespace: str) -> int: ...
+    def touch(self, ids: Iterable[int]) -> None: ...
+    def meta(self, name: str) -> str | None: ...
+    def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
+    def search(self, match: str, namespaces: Sequence[str], *, cold: bool, limit: int,
+               kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None,
+               text: bool = True) -> list[Any]: ...
+    def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
+    def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
+    def selective(self, terms: Sequence[str]) -> list[str]: ...
+    def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
+    def close(self) -> None: ...
+
+
+class Embedder:
+    """A callable ``texts -> vectors`` or a LangChain ``Embeddings``, normalised."""
+
+    def __init__(self, embed: Any) -> None:
+        if hasattr(embed, "embed_documents") and hasattr(embed, "embed_query"):
+            self._docs: Callable[[list[str]], Any] = embed.embed_documents
+            self._query: Callable[[str], Any] = embed.embed_query
+        elif callable(embed):
+            self._docs = embed
+            self._query = lambda text: embed([text])[0]
+        else:
+            raise InvalidArgument("embed must be a callable (list of texts -> list of vectors) or a LangChain Embeddings")
+
+    @staticmethod
+    def pack(vector: Any) -> bytes:
+        v = [float(x) for x in vector]
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        return array("f", [x / norm for x in v]).tobytes()
+
+    def documents(self, texts: list[str]) -> list[bytes]:
+        vectors = list(self._docs(texts))
+        if len(vectors) != len(texts):
+            raise InvalidArgument(f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        return [self.pack(v) for v in vectors]
+
+    def query(self, text: str) -> array[float]:
+        return array("f", self.pack(self._query(text)))
+
+
+class RecallIndex:
+    """The persisted and the in-memory index of one store, and their upkeep."""
+
+    def __init__(self, core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None) -> None:
+        self.core = core
+        self.disk, self.mem = disk, mem
+        self.embedder = None if embed is None else Embedder(embed)
+        self._reconciled = False
+        #: id(index) -> (cold, the vectors of the indexed namespaces), until the index changes
+        self._dense_cache: dict[int, tuple[int, list[tuple[int, str, str, bytes]]]] = {}
+        #: id(index) -> the matrix made of those vectors (numpy), kept with the rows it was made from
+        self.matrices: dict[int, Any] = {}
+        self._accessed: list[int] = []
+        core.on_purge(self.purge)
+
+    def indexes(self) -> Iterable[tuple[SearchIndex, bool]]:
+        """``(index, session)``: the in-memory one first (its copies supersede the persisted ones)."""
+        for index, session in ((self.mem, True), (self.disk, False)):
+            if index is not None:
+                yield index, session
+
+    def close(self) -> None:
+        if self.disk is not None and self._accessed:
+            self.disk.touch(self._accessed)
+        for index in (self.disk, self.mem):
+            if index is not None:
+                index.close()
+
+    # -- keeping the index current ----------------------------------------------
+
+    def _doc(self, spec: NamespaceSpec, st: Stored) -> Doc:
+        value = self.core.decode(spec, st, False)
+        kind = spec.kind
+        importance = 0.5
+        if isinstance(value, dict):
+            if value.get("kind") in KINDS:
+                kind = value["kind"]
+            imp = value.get("importance")
+            if isinstance(imp, (int, float)) and not isinstance(imp, bool) and 0 <= imp <= 1:
+                importance = float(imp)
+        assert spec.index is not None
+        body = rt.extract(value, spec.index)
+        return Doc(spec.name, st.key, st.version, st.created_us, st.updated_us, st.tier, kind, importance,
+                   body, rt.context(spec.name, st.key, kind))
+
+    def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
+        """Bring the index rows of ``pending`` keys in line with the store."""
+        specs = self.core.specs
+        for index, persisted in ((self.disk, True), (self.mem, False)):
+            if index is None:
+                continue
+            upserts: list[Doc] = []
+            removals: list[tuple[str, str]] = []
+            for ns, key in pending:
+                spec = specs.get(ns)
+                if spec is None or not spec.index:
+                    removals.append((ns, key))
+                    continue
+                if persisted:
+                    st = None if spec.tier == "hot" else self.core.backend.get(ns, key)
+                else:
+                    st = self.core.hot.get(ns, key) if (spec.tier == "hot" or spec.consent is not None) else None
+                if st is None:
+                    removals.append((ns, key))
+                else:
+                    upserts.append(self._doc(spec, st))
+            if upserts and self.embedder is not None:
+                vecs = self.embedder.documents([d.body for d in upserts])
+                upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
+            if upserts or removals or (meta and persisted):
+                index.apply(upserts, removals, meta if persisted else None)
+                self.core.index_epoch += 1  # what recall and context can see may have changed
+                self._dense_cache.pop(id(index), None)
+
+    def sync(self) -> None:
+        """Index every change made since the last recall, here or elsewhere."""
+        pending = self.core.bus.take_touched()
+        meta = None
+        disk, changes = self.disk, self.core.backend.changes
+        indexed = [s for s in self.core.registry if s.index and s.tier != "hot"]
+        if disk is not None and changes is not None:
+            start = disk.meta("cursor")
+            end = None
+            if start is not None:
+                try:
+                    if changes.changed(start):
+                        events, end = changes.read(start, skip_own=False)
+                        if any(e.namespace not in self.core.specs for e in events):
+                            # declared by another process since: load it before its
+                            # events are filtered, or they are skipped for good
+                            self.core.load_declared()
+                        indexed_now = self.core.bus.indexed
+                        pending.update((e.namespace, e.key) for e in events
+                                       if e.namespace in indexed_now and e.op != RECOVER)
+                        # A writer died: its last commits may have no entry; look again.
+                        dead = {e.namespace for e in events if e.op == RECOVER}
+                        pending.update(self._rebuild([s for s in indexed if s.name in dead], full=False))
+                except (CursorExpired, InvalidCursor):
+                    start = None
+            if start is None:
+                end = changes.cursor()
+                pending.update(self._rebuild(indexed, full=True))
+                self._reconciled = True
+            if end is not None and end != start:
+                meta = {"cursor": end}
+        if not self._reconciled and disk is not None and changes is None:
+            # No change log: other processes' writes are seen once per process.
+            pending.update(self._rebuild(indexed, full=False))
+            self._reconciled = True
+        if pending or meta:
+            self._index_keys(pending, meta)
+        if len(self._accessed) >= 256 and disk is not None:
+            accessed, self._accessed = self._accessed, []
+            disk.touch(accessed)
+
+    def _rebuild(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
+        """Keys whose index rows differ from the store: every record (archived
+        ones too) when ``full``, else the live keys' update times."""
+        assert self.disk is not None
+        out: set[tuple[str, str]] = set()
+        for spec in specs:
+            have = self.disk.versions(spec.name)
+            if full:
+                live = {st.key: st.updated_us for st in self.core.backend.scan(spec.name, include_cold=True, strict=False)}
+            else:
+                live = {k: updated for k, _, updated in self.core.backend.keys(spec.name)}
+            out.update((spec.name, k) for k, updated in live.items() if have.get(k, (0, -1, ""))[1] != updated)
+            out.update((spec.name, k) for k, (_, _, tier) in have.items() if k not in live and (full or tier != "cold"))
+        return out
+
+    def purge(self, namespace: str) -> None:
+        self.core.index_epoch += 1
+        for index in (self.disk, self.mem):
+            if index is not None:
+                index.purge(namespace)
+                self._dense_cache.pop(id(index), None)
+        # What this session still holds (session-only copies awaiting consent)
+        # stays readable, so it is indexed again, in memory.
+        self.core.bus.touched.update((namespace, st.key) for st in self.core.hot.scan(namespace))
+
+    # -- access counts and vectors -------------------------------------------------
+
+    def touch(self, ids: Iterable[int]) -> None:
+        """Count the accesses; written with the next index update (or at close)."""
+        self._accessed.extend(ids)
+
+    def vectors(self, index: SearchIndex, cold: bool) -> list[tuple[int, str, str, bytes]]:
+        cached = self._dense_cache.get(id(index))
+        if cached is None or cached[0] != int(cold):
+            names = sorted(self.core.bus.indexed)
+            cached = (int(cold), index.vectors(names, cold=cold))
+            self._dense_cache[id(index)] = cached
+        return cached[1]
+
+
+__all__ = ["Doc", "Embedder", "RecallIndex", "SearchIndex"]
