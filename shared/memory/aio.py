@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,6 +29,7 @@ from hrm_memory.core.ops import (
     CheckOp,
     CompactOp,
     ConsentOp,
+    ContextOp,
     CursorOp,
     DeclareOp,
     DeleteOp,
@@ -40,6 +41,8 @@ from hrm_memory.core.ops import (
     Op,
     PutOp,
     QueryOp,
+    RecallOp,
+    RememberOp,
     StatsOp,
     SubscribeOp,
     UndeclareOp,
@@ -48,6 +51,9 @@ from hrm_memory.core.ops import (
 from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import NamespaceSpec
+from hrm_memory.context.render import Context
+from hrm_memory.recall.memories import Remembered
+from hrm_memory.recall.search import Hit
 
 _END = object()
 
@@ -152,6 +158,54 @@ class AsyncOperations:
         """See :meth:`MemoryManager.query`."""
         return await self._run(QueryOp(namespace, key, where, limit, include_cold, compact))  # type: ignore[no-any-return]
 
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespaces: str | Sequence[str] = "*",
+        kinds: str | Sequence[str] | None = None,
+        k: int = 10,
+        since: Any = None,
+        explain: bool = False,
+        include_cold: bool = False,
+        where: dict[str, Any] | None = None,
+        prefix: str | None = None,
+    ) -> list[Hit]:
+        """See :meth:`MemoryManager.recall`."""
+        return await self._run(  # type: ignore[no-any-return]
+            RecallOp(query, namespaces, kinds, k, since, explain, include_cold, where, prefix)
+        )
+
+    async def remember(
+        self,
+        content: str,
+        *,
+        kind: str,
+        namespace: str | None = None,
+        importance: float = 0.5,
+        tags: Sequence[str] = (),
+        key: str | None = None,
+    ) -> Remembered:
+        """See :meth:`MemoryManager.remember`."""
+        return await self._run(  # type: ignore[no-any-return]
+            RememberOp(content, kind, namespace, importance, tuple(tags), key)
+        )
+
+    async def context(
+        self,
+        hrm: str | None = None,
+        *,
+        budget: int = 2000,
+        query: str | None = None,
+        sections: str | Sequence[str] | None = None,
+        now: Any = None,
+    ) -> Context:
+        """See :meth:`MemoryManager.context`."""
+        hrm = hrm if hrm is not None else self._hrm
+        if hrm is None:
+            raise InvalidArgument("context() needs the HRM whose memory to render, e.g. context('altitude')")
+        return await self._run(ContextOp(hrm, budget, query, sections, now))  # type: ignore[no-any-return]
+
     async def expand(self, namespace: str, value: Any) -> Any:
         """See :meth:`MemoryManager.expand`."""
         return await self._run(ExpandOp(namespace, value))
@@ -228,6 +282,11 @@ class AsyncMemoryManager(AsyncOperations):
         if self._owns:
             await loop.run_in_executor(None, self.manager.close)
 
+    @property
+    def closed(self) -> bool:
+        """See :attr:`MemoryManager.closed`."""
+        return self.manager.closed
+
     def __repr__(self) -> str:
         return f"AsyncMemoryManager({self.manager!r})"
 
@@ -288,6 +347,9 @@ class AsyncConsent:
 
     async def status(self) -> dict[str, bool]:
         return self._amm.manager.consent.status()
+
+    async def namespaces(self, category: str) -> list[str]:
+        return self._amm.manager.consent.namespaces(category)
 
     async def grant(self, category: str) -> dict[str, Any]:
         return await self._amm._run(ConsentOp(category, True))  # type: ignore[no-any-return]
