@@ -3,6 +3,7 @@ attributes, no values, correct parents; both span paths (deferred and API)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,9 +171,17 @@ def test_failing_callback_is_traced(traced: Any) -> None:
     assert notify[0].attributes["error.type"] == "RuntimeError"
 
 
-def test_no_sdk_means_no_spans_and_zero_trace_id(root: Path) -> None:
+def test_no_sdk_means_no_spans_yet_a_real_unique_trace_id(root: Path) -> None:
+    """Issue 22, first hour 3: without an SDK, every operation still has a
+    trace id of its own, and the events it makes carry it."""
+    seen: list[Any] = []
     with MemoryManager(root) as mm:  # the global provider is the API's placeholder
-        assert mm.write("altitude.patterns", "k", 1) == INVALID_TRACE_ID
+        with mm.subscribe("altitude.*", seen.append, remote=False):
+            ids = [mm.write("altitude.patterns", f"k{i}", i) for i in range(200)]
+            ids.append(mm.write("focus.fast", "k", 1))  # hot
+    assert INVALID_TRACE_ID not in ids and len(set(ids)) == len(ids)
+    assert all(len(t) == 32 and int(t, 16) for t in ids)
+    assert [e.trace_id for e in seen] == ids[:200]
 
 
 def test_close_flushes_deferred_spans(root: Path) -> None:
@@ -217,15 +226,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from hrm_memory import MemoryManager
 with MemoryManager({str(tmp_path / "store")!r}) as mm:
-    assert mm.write("altitude.patterns", "k", 1) == "0" * 32  # no SDK yet
+    first = mm.write("altitude.patterns", "k", 1)  # no SDK yet: an id of its own
+    assert first != "0" * 32
     mm.read("altitude.patterns", "k")
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    assert mm.write("altitude.patterns", "k", 2) != "0" * 32
+    second = mm.write("altitude.patterns", "k", 2)
     mm.read("altitude.patterns", "k")
 provider.force_flush()
+(write,) = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+assert second == "%032x" % write.context.trace_id != first  # the id the span carries
 print(sorted(s.name for s in exporter.get_finished_spans()))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -465,3 +477,22 @@ def test_no_span_lost_when_threads_write_while_the_drainer_drains(root: Path) ->
     provider.force_flush()
     assert len(exporter.get_finished_spans()) == 10_000
     provider.shutdown()
+
+
+def test_untraced_trace_ids_differ_in_a_forked_child() -> None:
+    """A forked child draws a prefix of its own: its ids never repeat the parent's."""
+    from hrm_memory.tracing.spans import new_trace_id
+
+    new_trace_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then out without running the parent's atexit hooks
+        os.write(write, (",".join(new_trace_id() for _ in range(3))).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 4096).decode().split(",")
+    os.close(read)
+    mine = [new_trace_id() for _ in range(3)]
+    assert len(child) == 3 and not set(child) & set(mine)
+    assert {c[:16] for c in child} != {m[:16] for m in mine}

@@ -53,6 +53,7 @@ Values are never put into spans: only keys, sizes, tiers and counts.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import threading
 import time
@@ -66,9 +67,31 @@ from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
 from hrm_memory.tracing.sdk import DrainHook, Recorder, TokensSaved
 
-__all__ = ["INVALID_TRACE_ID", "OpSpan", "TokensSaved", "Tracing", "current_trace_id", "flush"]
+__all__ = ["INVALID_TRACE_ID", "OpSpan", "TokensSaved", "Tracing", "current_trace_id", "flush", "new_trace_id"]
 
 INVALID_TRACE_ID = "0" * 32
+
+
+class _TraceIds:
+    """Trace ids for operations that no span traces: 32 hex digits, never
+    all zeros, unique across the processes of a store and within one: a
+    random 64-bit prefix drawn per process (again in a forked child) and a
+    64-bit counter. One format and a counter step: about 150 ns."""
+
+    def __init__(self) -> None:
+        self.reset()
+        os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = "%016x" % (int.from_bytes(os.urandom(8), "big") | 1 << 63)
+        self.count = itertools.count(1).__next__
+
+    def __call__(self) -> str:
+        return "%s%016x" % (self.prefix, self.count())
+
+
+#: A fresh trace id for an untraced operation (see :func:`current_trace_id`).
+new_trace_id = _TraceIds()
 _NOOP_PROVIDERS = (ProxyTracerProvider, trace.NoOpTracerProvider)
 _SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
 _DB_SYSTEM = "hrm-memory"
@@ -132,7 +155,7 @@ class _ApiSpan(OpSpan):
     @property
     def trace_id(self) -> str:
         ctx = self.span.get_span_context()
-        return "%032x" % ctx.trace_id if ctx.is_valid else INVALID_TRACE_ID
+        return "%032x" % ctx.trace_id if ctx.is_valid else new_trace_id()
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         if attrs:
@@ -342,11 +365,12 @@ class Tracing:
 
 def current_trace_id(span: OpSpan | None) -> str:
     """Hex trace id of ``span``; without one, that of the caller's current
-    span, or 32 zeros (OpenTelemetry's invalid id) when nothing is traced."""
+    span; when nothing traces the operation, a fresh id of its own
+    (:data:`new_trace_id`): every operation has a real, unique trace id."""
     if span is not None:
         return span.trace_id
     if _context_var_get is not None and _context_var_get().get(_SPAN_KEY) is None:
-        return INVALID_TRACE_ID  # no current span (the no-SDK write): one lookup, not the API's calls
+        return new_trace_id()  # no current span (the no-SDK write): one lookup, not the API's calls
     ctx = _current_span().get_span_context()
-    return "%032x" % ctx.trace_id if ctx.is_valid else INVALID_TRACE_ID
+    return "%032x" % ctx.trace_id if ctx.is_valid else new_trace_id()
 
