@@ -75,3 +75,83 @@ def test_async_recall_remember_and_context_give_the_sync_results(tmp_path: Path)
         assert keys and keys[0] == done.key  # type: ignore[attr-defined]
         assert gated == mm.consent.namespaces("conversation")
     assert within
+
+
+# -- the CLI ----------------------------------------------------------------------
+
+
+def cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``hrm-memory ARGV`` in a subprocess: (exit code, stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hrm_memory.cli.main", *argv],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_query_where_with_broken_json_is_refused(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    assert cli("--root", root, "put", "focus.slow", "a", '{"prio": 3}')[0] == 0
+    code, out, err = cli("--root", root, "query", "focus.*", "--where", 'prio={"$gt": 2')
+    assert code == 2 and "--where prio" in err and "not valid" in err and out == ""
+    code, out, _ = cli("--root", root, "--json", "query", "focus.*", "--where", 'prio={"$gt": 2}')
+    assert code == 0 and [r["key"] for r in json.loads(out)] == ["a"]
+    code, out, _ = cli("--root", root, "--json", "query", "focus.*", "--where", "prio=word")  # a bare word: a string
+    assert code == 0 and json.loads(out) == []
+
+
+def test_global_options_work_after_the_command(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    assert cli("put", "focus.slow", "k", "7", "--root", root)[0] == 0
+    before = cli("--root", root, "--json", "get", "focus.slow", "k")
+    after = cli("get", "--json", "focus.slow", "k", "--root", root)
+    assert before[0] == after[0] == 0 and json.loads(before[1]) == json.loads(after[1])
+    assert json.loads(after[1])["value"] == 7
+    # given on both sides, the one after the command is the one that counts; given once, it stays
+    assert cli("--root", str(tmp_path / "other"), "ls", "--root", root, "--json", "focus.slow")[0] == 0
+    code, out, _ = cli("--json", "consent", "status", "--root", root)
+    assert code == 0 and "conversation" in json.loads(out)
+
+
+def test_error_hints_name_the_command_to_type(tmp_path: Path) -> None:
+    code, _, err = cli("--root", str(tmp_path / "s"), "put", "nosuch.place", "k", "1")
+    assert code == 2 and "hrm-memory declare" in err and "MemoryManager" not in err and "NamespaceSpec(" not in err
+    root = str(tmp_path / "s")
+    assert cli("--root", root, "declare", "t.data")[0] == 0
+    assert cli("--root", root, "put", "t.data", "k", "1")[0] == 0
+    code, _, err = cli("--root", root, "undeclare", "t.data")
+    assert code == 2 and "hrm-memory undeclare NAMESPACE --purge" in err and "purge=True" not in err
+
+
+def test_trace_file_must_be_a_file_in_an_existing_directory(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    code, _, err = cli("--root", root, "--trace", "jsonl", "--trace-file", str(tmp_path), "put", "focus.slow", "k", "1")
+    assert code == 2 and "directory" in err
+    missing = tmp_path / "nonexistent" / "dir" / "x.jsonl"
+    code, _, err = cli("--root", root, "--trace", "jsonl", "--trace-file", str(missing), "put", "focus.slow", "k", "1")
+    assert code == 2 and "does not exist" in err and not missing.parent.exists()
+    good = tmp_path / "spans.jsonl"
+    assert cli("--root", root, "--trace", "jsonl", "--trace-file", str(good), "put", "focus.slow", "k", "1")[0] == 0
+    assert good.read_text().count("memory.write") == 1
+
+
+def test_the_cli_opens_a_redis_store(tmp_path: Path) -> None:
+    from tests.helpers.redis_server import fresh_url, require_redis
+
+    require_redis()
+    url = fresh_url()
+    assert cli("--backend", url, "put", "altitude.patterns", "timeboxing", '{"s": 0.8}')[0] == 0
+    with MemoryManager(tmp_path / "r", backend=url) as mm:  # what the CLI wrote is in the shared store
+        assert mm.read("altitude.patterns", "timeboxing") == {"s": 0.8}
+        mm.write("altitude.patterns", "deep-work", {"s": 0.6})
+    code, out, _ = cli("--json", "ls", "altitude.patterns", env={"HRM_MEMORY_BACKEND": url})
+    assert code == 0 and sorted(r["key"] for r in json.loads(out)) == ["deep-work", "timeboxing"]
+    code, out, _ = cli("stats", "--json", "--backend", url)
+    assert code == 0 and json.loads(out)["backend"] == "redis"
+    assert cli("check", "--backend", url)[0] == 0
+    code, _, err = cli("--backend", "redis://:secret-pw@127.0.0.1:1/0", "ls")
+    assert code == 3 and "secret-pw" not in err

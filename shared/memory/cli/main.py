@@ -164,8 +164,10 @@ def cmd_query(mm: MemoryManager, args: argparse.Namespace) -> int:
         if not sep or not field:
             raise BadInput(f"--where expects FIELD=JSON, got {item!r}")
         try:
-            where[field] = json.loads(raw)
-        except json.JSONDecodeError:
+            where[field] = json.loads(raw, parse_constant=_reject_constant)
+        except json.JSONDecodeError as exc:
+            if raw.lstrip()[:1] in ('{', '[', '"'):  # meant as JSON: say what is wrong, never match nothing
+                raise BadInput(f"--where {field}=...: the JSON is not valid ({exc.msg} at character {exc.pos})") from None
             where[field] = raw  # a bare word means that string
         except (RecursionError, ValueError):
             raise BadInput(f"--where {field}=...: the JSON is nested too deeply or too large") from None
@@ -347,10 +349,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hrm-memory",
         description="Inspect, query, check and archive an hrm-memory store.",
-        epilog=f"Store: --root, else $HRM_MEMORY_ROOT, else {default_root()}.",
+        epilog=f"Store: --backend (or $HRM_MEMORY_BACKEND) for a Redis store, else --root, else $HRM_MEMORY_ROOT, "
+        f"else {default_root()}. Options may come before or after the command.",
     )
     p.add_argument("--version", action=_VersionAction, help="print 'hrm-memory VERSION' and exit")
     p.add_argument("--root", help="storage root directory")
+    p.add_argument(
+        "--backend",
+        metavar="URL",
+        help="a shared store on Redis, e.g. redis://host:6379/0?prefix=hrm: (default $HRM_MEMORY_BACKEND; "
+        "without either, the files under the root)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--durability", choices=["fsync", "flush"], default="fsync")
     p.add_argument("--locking", action="store_true", help="take cross-process file locks for writes")
@@ -473,6 +482,7 @@ def _setup_tracing(args: argparse.Namespace, root: str | Path | None) -> Any:
     from hrm_memory.tracing import setup as telemetry
 
     trace_root = Path(root) if root is not None else default_root()
+    _check_trace_file(args.trace_file)
     try:
         return telemetry.setup_tracing(
             args.trace,
@@ -489,8 +499,71 @@ def _setup_tracing(args: argparse.Namespace, root: str | Path | None) -> Any:
         raise
 
 
+def backend_url(args: argparse.Namespace) -> str | None:
+    """``--backend``, else ``$HRM_MEMORY_BACKEND``, else None (the file store)."""
+    url = getattr(args, "backend", None) or os.environ.get("HRM_MEMORY_BACKEND") or None
+    return url.strip() if url else None
+
+
+#: Library spellings in error hints, and what a CLI user types instead.
+_CLI_SPEAK = (
+    ("MemoryManager.declare(NamespaceSpec(...))", "'hrm-memory declare NAMESPACE'"),
+    ("undeclare(..., purge=True)", "'hrm-memory undeclare NAMESPACE --purge'"),
+    ("revoke(..., purge=True)", "'hrm-memory consent revoke CATEGORY --purge'"),
+    ("check(fix=True)", "'hrm-memory check --fix'"),
+    ("index=('text',)", "an index (NamespaceSpec(index=('text',)) in Python)"),
+)
+
+
+def cli_speak(message: str) -> str:
+    """An error's hint said as the command to type, not the Python call."""
+    for python, command in _CLI_SPEAK:
+        message = message.replace(python, command)
+    return message
+
+
+#: Options of the whole command that may also follow the command's name
+#: (``hrm-memory get --json NS KEY``).
+_GLOBAL_OPTIONS = ("--root", "--backend", "--json", "--durability", "--locking", "--trace", "--trace-file")
+
+
+def _accept_global_options_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand (nested ones too) the global options, with
+    defaults suppressed, so that one given after the command sets the same
+    attribute as before it, and one not given leaves the value from before it."""
+    globals_ = [a for a in parser._actions if any(o in _GLOBAL_OPTIONS for o in a.option_strings)]
+    pending = [parser]
+    while pending:
+        for action in pending.pop()._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                continue
+            for sub in dict.fromkeys(action.choices.values()):
+                for g in globals_:
+                    if any(o in sub._option_string_actions for o in g.option_strings):
+                        continue  # the subcommand has an option of that name of its own
+                    kwargs: dict[str, Any] = {"dest": g.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+                    if isinstance(g, argparse._StoreTrueAction):
+                        kwargs["action"] = "store_true"
+                    else:
+                        kwargs.update(choices=g.choices, metavar=g.metavar)
+                    sub.add_argument(*g.option_strings, **kwargs)
+                pending.append(sub)
+
+
+def _check_trace_file(path: str | None) -> None:
+    """A span file named on the command line is a file in a directory that exists."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"--trace-file {path}: that is a directory; name a file, e.g. {p / 'spans.jsonl'}")
+    if not p.parent.is_dir():
+        raise BadInput(f"--trace-file {path}: the directory {p.parent} does not exist (it is not created for you)")
+
+
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    _accept_global_options_anywhere(parser)
     args = parser.parse_args(argv)
     if args.command == "tokens":
         return _run_tokens(args)
@@ -509,13 +582,16 @@ def _run(argv: Sequence[str] | None) -> int:
             root = tmp.name
         if args.trace:
             provider = _setup_tracing(args, root)
-        with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
+        backend = backend_url(args)
+        with MemoryManager(
+            root, durability=args.durability, locking=args.locking, tracer_provider=provider, backend=backend
+        ) as mm:
             return COMMANDS[args.command](mm, args)
     except BadInput as exc:
-        print(f"hrm-memory: error: {exc}", file=sys.stderr)
+        print(f"hrm-memory: error: {cli_speak(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryStoreError as exc:
-        print(f"hrm-memory: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"hrm-memory: error: {type(exc).__name__}: {cli_speak(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_STORE
     except BrokenPipeError:
         raise  # stdout closed by its reader: main() ends quietly
