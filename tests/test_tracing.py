@@ -481,18 +481,18 @@ def test_no_span_lost_when_threads_write_while_the_drainer_drains(root: Path) ->
 
 def test_untraced_trace_ids_differ_in_a_forked_child() -> None:
     """A forked child draws a prefix of its own: its ids never repeat the parent's."""
-    from hrm_memory.tracing.spans import new_trace_id
+    from hrm_memory.tracing import spans
 
-    new_trace_id()
+    spans.new_trace_id()
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next ids, then out without running the parent's atexit hooks
-        os.write(write, (",".join(new_trace_id() for _ in range(3))).encode())
+        os.write(write, (",".join(spans.new_trace_id() for _ in range(3))).encode())
         os._exit(0)
     os.close(write)
     os.waitpid(pid, 0)
     child = os.read(read, 4096).decode().split(",")
     os.close(read)
-    mine = [new_trace_id() for _ in range(3)]
+    mine = [spans.new_trace_id() for _ in range(3)]
     assert len(child) == 3 and not set(child) & set(mine)
     assert {c[:16] for c in child} != {m[:16] for m in mine}
