@@ -7,7 +7,7 @@ user (a get, and a search of their notes), ``learn`` stores what the message
 teaches (statements such as "I like tea" become notes), ``reply`` answers
 from memory. Memory lives in ``hrm_memory.langgraph.MemoryStore``, so the
 second run, a new process with a new graph, still knows what the first
-learned. Needs ``pip install 'hrm-memory[langgraph]' langgraph``.
+learned. Needs ``pip install 'hrm-memory[langgraph]'`` (LangGraph and its store interface).
 """
 
 from __future__ import annotations

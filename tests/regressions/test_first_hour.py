@@ -155,3 +155,50 @@ def test_the_cli_opens_a_redis_store(tmp_path: Path) -> None:
     assert cli("check", "--backend", url)[0] == 0
     code, _, err = cli("--backend", "redis://:secret-pw@127.0.0.1:1/0", "ls")
     assert code == 3 and "secret-pw" not in err
+
+
+def test_each_example_runs_on_what_its_extra_installs() -> None:
+    """An example names the extra it needs (``pip install 'hrm-memory[X]'``);
+    every distribution it imports is a dependency or in that extra."""
+    import ast
+    import importlib.metadata
+    import re
+    import sys
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+
+    def names(reqs: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}
+
+    owners = importlib.metadata.packages_distributions()
+    examples = sorted((repo / "examples").glob("*.py"))
+    assert examples
+    for path in examples:
+        text = path.read_text()
+        extras = re.findall(r"hrm-memory\[(\w+)\]", text)
+        allowed = names(project["dependencies"]) | {n for x in extras for n in names(project["optional-dependencies"][x])}
+        imported = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module)
+        third = {m for m in imported if m.split(".")[0] not in sys.stdlib_module_names | {"hrm_memory"}}
+        missing = {m for m in third if not providers(m, owners) & allowed}
+        assert not missing, f"{path.name} imports {sorted(missing)} beyond hrm-memory{extras}"
+
+
+def providers(module: str, owners: dict[str, list[str]]) -> set[str]:
+    """The distributions that ship ``module`` itself (a namespace package
+    such as ``langgraph`` is shared by several: the one with the submodule)."""
+    import importlib.metadata
+
+    path = module.replace(".", "/")
+    found = set()
+    for dist in owners.get(module.split(".")[0], []):
+        files = importlib.metadata.distribution(dist).files or []
+        if any(str(f) in (f"{path}.py", f"{path}/__init__.py") or str(f).startswith(f"{path}/") for f in files):
+            found.add(dist.lower().replace("_", "-"))
+    return found
