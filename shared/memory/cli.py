@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from . import cli_recall, cli_trace
+from .integrations import mcp_server
 from .errors import BadInput, MemoryStoreError, Unsupported
 from .manager import MemoryManager, default_root
 from .spec import CONSENT_CATEGORIES, TIERS, NamespaceSpec
@@ -423,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp = token_report.add_cli(sub)
     tp.description = f"Token counts of the readable and compact forms. {_TOKENS_LEGACY_NOTE}"
     add_migrate_cli(sub)
+    mcp_server.add_cli(sub)
     s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
     tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
     t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
@@ -508,6 +510,8 @@ def _run(argv: Sequence[str] | None) -> int:
             root = tmp.name
         if args.trace:
             provider = _setup_tracing(args, root)
+        if args.command == "mcp":  # opens the store itself (it may be a Redis backend)
+            return mcp_server.run_cli(args, provider)
         with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
             return COMMANDS[args.command](mm, args)
     except BadInput as exc:
