@@ -27,6 +27,7 @@ import asyncio
 import functools
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -229,6 +230,10 @@ async def serve_http(
 # -- command line ---------------------------------------------------------------------
 
 
+def _stop_quietly(signum: int, frame: Any) -> None:
+    """Nothing: the HTTP server already stopped on this signal."""
+
+
 def add_cli(sub: Any) -> None:
     """Register ``hrm-memory mcp`` with the CLI's subparsers."""
     s = sub.add_parser(
@@ -282,5 +287,10 @@ def run_cli(args: argparse.Namespace, tracer_provider: trace.TracerProvider | No
                 print(warning, file=sys.stderr)
             print(f"hrm-memory mcp: serving {url} (bearer token in {where})", file=sys.stderr, flush=True)
 
+        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the
+        # handler it found: a no-op here, so that the store is closed (pending
+        # spans exported) and the command exits 0.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _stop_quietly)
         asyncio.run(serve_http(server, host=host, port=port, token=token, host_given=host_given, on_ready=ready))
     return 0
