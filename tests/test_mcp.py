@@ -176,6 +176,8 @@ def test_tools_memories_context_forget_and_spans(transport: str, tmp_path: Path)
     assert canary not in "".join(stderr)
     assert "Traceback" not in "".join(stderr)
     assert trace_file.exists()
+    with MemoryManager(root) as mm:
+        assert mm.check() == []
 
     # One span per tool call, the parent of the store operations it ran.
     recorded = spans(trace_file)

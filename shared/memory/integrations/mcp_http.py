@@ -121,8 +121,17 @@ def _checked(token: str, where: str) -> str:
     return token
 
 
+def _private_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents 0700 (``mkdir(parents=True)``
+    would create the parents, the store's root among them, with the umask's mode)."""
+    if folder.is_dir():
+        return
+    _private_dirs(folder.parent)
+    folder.mkdir(mode=0o700, exist_ok=True)
+
+
 def _create(path: Path) -> str:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private_dirs(path.parent)
     token = secrets.token_urlsafe(32)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
