@@ -45,7 +45,7 @@ from .mcp_tools import TOOLS, MemoryTools
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-__all__ = ["INSTALL_HINT", "McpServerError", "add_cli", "build_server", "require_sdk", "run_cli", "serve_http"]
+__all__ = ["INSTALL_HINT", "add_cli", "build_server", "require_sdk", "run_cli", "serve_http"]
 
 INSTALL_HINT = "pip install 'hrm-memory[mcp]'"
 log = logging.getLogger("hrm_memory.mcp")
@@ -59,10 +59,6 @@ INSTRUCTIONS = (
     "with persisted: false was kept in the server's memory only (the user has not granted consent for that "
     "namespace): do not tell the user it is saved for later."
 )
-
-
-class McpServerError(MemoryStoreError, RuntimeError):
-    """The MCP server could not start (its transport failed to bind, for example)."""
 
 
 def require_sdk() -> None:
@@ -205,7 +201,7 @@ async def serve_http(
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise McpServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise BadInput(f"--http: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = sock.getsockname()[1]
     netloc = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
