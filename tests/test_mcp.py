@@ -234,3 +234,65 @@ def test_scoped_server_refuses_another_hrms_namespaces(transport: str, tmp_path:
     with MemoryManager(root, durability="flush") as mm:
         assert mm.read("focus.notes", "n1") == "focus's private note about the launch plan"
         assert mm.read("focus.notes", "n2") is None
+
+
+def test_redis_backend_over_stdio(tmp_path: Path) -> None:
+    from tests.helpers.redis_server import fresh_url, require_redis
+
+    require_redis()
+    import redis
+
+    url = fresh_url()
+    root = tmp_path / "store"
+    canary = "canary-" + secrets.token_hex(12)
+
+    async def body(open_session: Opener) -> None:
+        async with open_session() as s:
+            done = await call(s, "remember", content="Omar reviews the budget every second Monday",
+                              kind="semantic", namespace="altitude.memories")
+            assert done["persisted"] is True
+            hits = (await call(s, "recall", query="when does Omar review the budget?"))["hits"]
+            assert hits[0]["key"] == done["key"]
+            gated = await call(s, "write_record", namespace="learning.patterns", key="p",
+                               value={"text": f"likes {canary}"})
+            assert gated["persisted"] is False
+
+    with serving("stdio", root, tmp_path, "--backend", url) as (open_session, stderr):
+        anyio.run(body, open_session)
+    base, _, query = url.partition("?")
+    prefix = query.partition("prefix=")[2]
+    assert prefix
+    client = redis.Redis.from_url(base)
+    try:
+        dumped = b"".join(_redis_bytes(client, k) for k in client.scan_iter(match=prefix + "*", count=1000))
+        assert b"Omar reviews the budget" in dumped  # the store is the Redis server's
+        assert canary.encode() not in dumped
+    finally:
+        client.close()
+    if root.exists():  # the recall index lives under --root
+        assert files_holding(root, canary.encode()) == []
+    assert canary not in "".join(stderr)
+    with MemoryManager(backend=url) as mm:
+        assert mm.recall("Omar budget Monday")[0].record.value["text"].startswith("Omar reviews")
+        assert mm.check() == []
+
+
+def _redis_bytes(client: Any, key: bytes) -> bytes:
+    """Every byte a Redis key holds (names and values), whatever its type."""
+    kind = client.type(key)
+    parts: list[Any]
+    if kind == b"string":
+        parts = [client.get(key)]
+    elif kind == b"hash":
+        parts = [b for kv in client.hgetall(key).items() for b in kv]
+    elif kind == b"list":
+        parts = client.lrange(key, 0, -1)
+    elif kind == b"set":
+        parts = list(client.smembers(key))
+    elif kind == b"zset":
+        parts = client.zrange(key, 0, -1)
+    elif kind == b"stream":
+        parts = [b for _, fields in client.xrange(key) for kv in fields.items() for b in kv]
+    else:
+        raise AssertionError(f"unexpected Redis type {kind!r}")
+    return key + b"".join(p if isinstance(p, bytes) else str(p).encode() for p in parts)
