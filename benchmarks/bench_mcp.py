@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         p50, p99, mean = percentiles(us)
         rows.append((label, len(us), f"{p50:,.0f}", f"{p99:,.0f}", f"{mean:,.0f}"))
-    print(f"### Recall over MCP stdio (`benchmarks/bench_mcp.py --n {args.n} --calls {args.calls}`)\n")
+    print(f"### {args.n:,} memories (`python -m benchmarks.bench_mcp --n {args.n} --calls {args.calls}`)\n")
     print(f"{args.n:,} memories; revision {revision()}; {os.cpu_count()} CPUs; Python "
           f"{sys.version.split()[0]}; load average {load_start[0]:.1f} at start, {load_end[0]:.1f} at end "
           f"(1 min). Server start to initialized session: {started * 1000:,.0f} ms.\n")

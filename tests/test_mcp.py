@@ -3,7 +3,10 @@ and driven with the MCP SDK's own client, over stdio and streamable HTTP."""
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -15,15 +18,19 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'hr
 
 import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from hrm_memory import MemoryManager  # noqa: E402
 from hrm_memory.integrations.mcp_tools import TOOLS  # noqa: E402
 from hrm_memory.tokens import count  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
 from tests.helpers.mcp_servers import (  # noqa: E402
     call,
     call_error,
     http_server,
     http_session,
+    server_env,
     spans,
     stdio_session,
 )
@@ -228,6 +235,10 @@ def test_scoped_server_refuses_another_hrms_namespaces(transport: str, tmp_path:
             assert "InvalidArgument" in err
             names = [n["name"] for n in (await call(s, "list_namespaces"))["namespaces"]]
             assert names and all(n.startswith(("altitude.", "shared.")) for n in names)
+            own = await s.read_resource("hrm-memory://context/altitude")
+            assert "dog at seven" in own.contents[0].text  # type: ignore[union-attr]
+            with pytest.raises(MCPError, match="InvalidArgument"):
+                await s.read_resource("hrm-memory://context/focus")
 
     with serving(transport, root, tmp_path, "--scope", "altitude") as (open_session, _):
         anyio.run(body, open_session)
@@ -296,3 +307,44 @@ def _redis_bytes(client: Any, key: bytes) -> bytes:
     else:
         raise AssertionError(f"unexpected Redis type {kind!r}")
     return key + b"".join(p if isinstance(p, bytes) else str(p).encode() for p in parts)
+
+
+def _json_blocks(markdown: str, heading: str) -> list[dict[str, Any]]:
+    """The ```json blocks of the section under ``heading``."""
+    section = markdown.split(heading, 1)[1].split("\n## ", 1)[0]
+    return [json.loads(block.split("```", 1)[0]) for block in section.split("```json\n")[1:]]
+
+
+def test_readme_mcp_servers_snippet_starts_the_server_it_documents(tmp_path: Path) -> None:
+    """The README's ``mcpServers`` configuration, run as a host would (the
+    command from the venv, the env as given, the root moved to tmp_path)."""
+    readme = (REPO / "README.md").read_text()
+    (config,) = _json_blocks(readme, "## MCP server")
+    assert config == _json_blocks((REPO / "docs" / "mcp.md").read_text(), "### An agent host's configuration")[0]
+    entry = config["mcpServers"]["hrm-memory"]
+    script = Path(sys.executable).parent / entry["command"]
+    if not script.exists():
+        pytest.skip(f"no {entry['command']} script beside {sys.executable} (install the package with pip)")
+    root = tmp_path / "store"
+    env = {**server_env(), **entry["env"], "HRM_MEMORY_ROOT": str(root)}
+    listed = re.search(r"Tools: (.*?)\.\n", readme, re.S)
+    assert listed is not None
+    documented = re.findall(r"`(\w+)`", listed.group(1))
+    assert documented == [name for name, *_ in TOOLS]
+    doc_tools = re.findall(r"^\| `(\w+)` \|", (REPO / "docs" / "mcp.md").read_text(), re.M)
+    assert [t for t in doc_tools if t in documented] == documented
+
+    async def body() -> None:
+        params = StdioServerParameters(command=str(script), args=entry["args"], env=env)
+        with (tmp_path / "stderr.txt").open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    assert [t.name for t in (await s.list_tools()).tools] == documented
+                    done = await call(s, "remember", content="The README snippet starts a working server",
+                                      kind="semantic")
+                    assert done["namespace"] == "altitude.memories"  # --scope altitude, as configured
+
+    anyio.run(body)
+    with MemoryManager(root) as mm:  # $HRM_MEMORY_ROOT from the snippet's env is the store
+        assert mm.recall("README snippet working server")[0].namespace == "altitude.memories"

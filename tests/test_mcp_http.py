@@ -4,6 +4,7 @@ where it may bind, and 200 calls from 4 concurrent clients (issue 26)."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -70,9 +71,22 @@ def test_http_refuses_requests_without_the_token_or_from_a_foreign_origin(tmp_pa
         with pytest.raises(Exception) as excinfo:  # the SDK's client cannot even initialize
             anyio.run(refused_client)
         assert excinfo.group_contains(MCPError, match="error response")
-    # The token is reused on the next start (clients configured with it keep working).
-    with http_server(root) as again:
+    # The token is reused on the next start (clients configured with it keep working); SIGINT stops it cleanly.
+    with http_server(root, stop=signal.SIGINT) as again:
         assert again.token == server.token
+
+
+def test_allow_remote_serves_a_non_loopback_bind_with_a_loud_warning(tmp_path: Path) -> None:
+    with http_server(tmp_path / "store", "--allow-remote", bind="0.0.0.0:0") as server:
+        assert "WARNING" in "".join(server.stderr) and "TLS" in "".join(server.stderr)
+        local = server.url.replace("0.0.0.0", "127.0.0.1")
+
+        async def body() -> None:
+            async with http_session(local, server.token) as s:
+                assert (await call(s, "list_namespaces"))["namespaces"]
+            assert (await _post(local, {})).status_code == 401
+
+        anyio.run(body)
 
 
 def test_token_from_the_environment_and_refused_token_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

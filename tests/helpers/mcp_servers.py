@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -59,12 +60,12 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(root: Path, *args: str, trace_file: Path | None = None,
-                env: dict[str, str] | None = None) -> Iterator[HttpServer]:
-    """An HTTP server on ``root`` (a free loopback port); stopped with SIGTERM
-    on exit, which must end it with status 0."""
+def http_server(root: Path, *args: str, trace_file: Path | None = None, env: dict[str, str] | None = None,
+                bind: str = "127.0.0.1:0", stop: int = signal.SIGTERM) -> Iterator[HttpServer]:
+    """An HTTP server on ``root`` (a free loopback port unless ``bind``);
+    stopped with ``stop`` (a signal) on exit, which must end it with status 0."""
     proc = subprocess.Popen(
-        [*CLI, *cli_args(root, "--http", "127.0.0.1:0", *args, trace_file=trace_file)],
+        [*CLI, *cli_args(root, "--http", bind, *args, trace_file=trace_file)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**server_env(), **(env or {})},
     )
@@ -93,7 +94,7 @@ def http_server(root: Path, *args: str, trace_file: Path | None = None,
         yield server
     finally:
         if proc.poll() is None:
-            proc.terminate()
+            proc.send_signal(stop)
         try:
             rc = proc.wait(30)
         except subprocess.TimeoutExpired:
