@@ -159,6 +159,8 @@ def test_tools_memories_context_forget_and_spans(transport: str, tmp_path: Path)
             assert "InvalidValue" in err and "Traceback" not in err
             err = await call_error(s, "context")
             assert "InvalidArgument" in err
+            err = await call_error(s, "remember", content=f"about {canary} and more", kind="bogus")
+            assert "kind" in err  # refused by the schema, naming the field (the caller's own input echoed to it)
 
             # a consent-gated namespace without consent: kept in the server only, and said so
             gated = await call(s, "write_record", namespace="learning.patterns", key="p1",
