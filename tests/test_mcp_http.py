@@ -178,3 +178,19 @@ def test_200_calls_from_4_concurrent_clients_all_answered_none_lost(tmp_path: Pa
         assert all(r.key == f"c{r.value['client']}-{r.value['call']}" and r.version == 1 for r in recs)
         assert mm.check() == []
     assert os.path.exists(root / "run" / "mcp-token")
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--scope", "nosuch"], "no declared namespace belongs to HRM 'nosuch'"),
+        (["--backend", "ftp://example"], "redis:// URL"),
+        (["--http", "localhost:web"], "--http expects [HOST:]PORT"),
+        (["--http", "0", "--token-file", "/nonexistent/token"], "does not exist"),
+    ],
+)
+def test_unusable_arguments_exit_2_with_the_reason(tmp_path: Path, args: list[str], reason: str) -> None:
+    done = subprocess.run([*CLI, "--root", str(tmp_path / "s"), "mcp", *args],
+                          capture_output=True, text=True, env=server_env(), timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert reason in done.stderr and "Traceback" not in done.stderr
