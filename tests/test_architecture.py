@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.langgraph_codec": 3,
     "hrm_memory.langgraph_ttl": 3,
     "hrm_memory.migration": 3,
+    "hrm_memory.integrations": 3,  # issue 26: the MCP server (the mcp extra, imported lazily)
     "hrm_memory.cli": 4,
     "hrm_memory.cli_trace": 4,
     "hrm_memory.cli_recall": 4,
