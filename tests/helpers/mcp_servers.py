@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 CLI = [sys.executable, "-m", "hrm_memory.cli"]
 READY = re.compile(r"serving (http://\S+) ")
@@ -109,7 +109,8 @@ def http_server(root: Path, *args: str, trace_file: Path | None = None, env: dic
 
 @asynccontextmanager
 async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+    timeout = httpx2.Timeout(30, read=300)  # the SDK's own client defaults (a response may be a stream)
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
