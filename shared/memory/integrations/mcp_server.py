@@ -107,7 +107,7 @@ def _runner(name: str, method: Callable[..., Any], tracer: trace.Tracer, scope: 
                 message = f"{failure}: {exc}"
             except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                 failure = type(exc).__name__
-                message = f"InternalError: the tool failed ({failure}); the store is unchanged unless said otherwise"
+                message = f"InternalError: the tool failed unexpectedly ({failure})"
                 log.error("tool %s failed with %s", name, failure)
             span.set_attribute("error.type", failure)
             span.set_status(Status(StatusCode.ERROR))
