@@ -96,8 +96,9 @@ class MemoryTools:
         """Store a memory for later recall. Trivial content (pleasantries, fewer than three words) is refused
         with the reason; a restatement of an existing memory is merged into it (action 'merged', same key)
         rather than duplicated, and an intention already recorded is refused (DuplicateMemory). Returns the
-        namespace and key (use them with forget), the action, and 'persisted': false when the memory is kept in this server's process only (a consent-gated namespace
-        whose consent the user has not granted: it is not written to disk and ends with the server)."""
+        namespace and key (use them with forget), the action, and 'persisted': false when the memory is
+        kept in this server's process only (a consent-gated namespace whose consent the user has not
+        granted: it is not written to disk and ends with the server)."""
         done = self.handle.remember(content, kind=kind, namespace=namespace, importance=importance, tags=tags or ())
         rec = self.handle.get_record(done.namespace, done.key)
         out: dict[str, Any] = {"namespace": done.namespace, "key": done.key, "action": done.action}
