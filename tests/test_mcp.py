@@ -92,6 +92,7 @@ def test_tools_memories_context_forget_and_spans(transport: str, tmp_path: Path)
             assert list(tools) == [name for name, *_ in TOOLS]
             for tool in tools.values():
                 assert tool.description and len(tool.description) > 40, tool.name
+                assert "\n" not in tool.description and "  " not in tool.description, tool.name
                 assert tool.input_schema["type"] == "object"
             recall_props = tools["recall"].input_schema["properties"]
             assert {"query", "kinds", "namespaces", "k"} <= set(recall_props)

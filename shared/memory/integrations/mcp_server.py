@@ -136,6 +136,7 @@ def build_server(tools: MemoryTools, tracer_provider: trace.TracerProvider | Non
         server.add_tool(
             _runner(name, method, tracer, tools.scope),
             name=name,
+            description=" ".join((method.__doc__ or "").split()),  # one paragraph, as a model reads it
             annotations=ToolAnnotations(
                 read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent,
                 open_world_hint=False,
