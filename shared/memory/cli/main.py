@@ -25,6 +25,7 @@ from hrm_memory.cli import trace as cli_trace
 from hrm_memory.core.errors import BadInput, MemoryStoreError, Unsupported
 from hrm_memory.manager import MemoryManager, default_root
 from hrm_memory.core.spec import CONSENT_CATEGORIES, TIERS, NamespaceSpec
+from hrm_memory.integrations import mcp_server
 from hrm_memory.cli.textfmt import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -433,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp = token_report.add_cli(sub)
     tp.description = f"Token counts of the readable and compact forms. {_TOKENS_LEGACY_NOTE}"
     add_migrate_cli(sub)
+    mcp_server.add_cli(sub)
     s = sub.add_parser("trace", help="read the JSONL span file: tail, or show one trace as a tree")
     tsub = s.add_subparsers(dest="trace_command", required=True, metavar="tail|show")
     t = tsub.add_parser("tail", help="print the last spans (and follow new ones with -f)")
@@ -482,7 +484,7 @@ def _setup_tracing(args: argparse.Namespace, root: str | Path | None) -> Any:
     from hrm_memory.tracing import setup as telemetry
 
     trace_root = Path(root) if root is not None else default_root()
-    _check_trace_file(args.trace_file)
+    _check_trace_file(args.trace_file, trace_root)
     try:
         return telemetry.setup_tracing(
             args.trace,
@@ -550,14 +552,16 @@ def _accept_global_options_anywhere(parser: argparse.ArgumentParser) -> None:
                 pending.append(sub)
 
 
-def _check_trace_file(path: str | None) -> None:
-    """A span file named on the command line is a file in a directory that exists."""
+def _check_trace_file(path: str | None, root: Path) -> None:
+    """A span file named on the command line is a file, in a directory that
+    exists or under the store's root (whose folders the store creates)."""
     if path is None:
         return
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"--trace-file {path}: that is a directory; name a file, e.g. {p / 'spans.jsonl'}")
-    if not p.parent.is_dir():
+    parent = p.parent.absolute()
+    if not parent.is_dir() and not parent.is_relative_to(root.absolute()):
         raise BadInput(f"--trace-file {path}: the directory {p.parent} does not exist (it is not created for you)")
 
 
@@ -582,6 +586,8 @@ def _run(argv: Sequence[str] | None) -> int:
             root = tmp.name
         if args.trace:
             provider = _setup_tracing(args, root)
+        if args.command == "mcp":  # opens the store itself (it may be a Redis backend)
+            return mcp_server.run_cli(args, provider)
         backend = backend_url(args)
         with MemoryManager(
             root, durability=args.durability, locking=args.locking, tracer_provider=provider, backend=backend
