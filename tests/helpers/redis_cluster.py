@@ -1,0 +1,215 @@
+"""A real Redis Cluster for the tests: 6 ``redis-server`` processes on free
+loopback ports (``cluster-enabled yes``), 3 primaries and 3 replicas, joined
+with ``redis-cli --cluster create ... --cluster-replicas 1``; stopped and
+their directories removed afterwards.
+
+- :func:`shared_cluster` is one cluster per test process (started on first
+  use, stopped at exit); tests isolate themselves with a key prefix of their
+  own (:meth:`RedisCluster.fresh_url`).
+- :class:`RedisCluster` can be started by a test of its own (the failover
+  test kills a primary: ``kill(port)`` is SIGKILL, and the cluster's own
+  failover promotes that primary's replica within a few
+  ``cluster-node-timeout``).
+
+Skips (or, under ``HRM_MEMORY_REQUIRE_REDIS=1``, fails) like the single
+server's helper when there is no ``redis-server`` binary.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from tests.helpers.redis_server import free_port, require_redis
+
+
+def _cli() -> str:
+    server = require_redis()
+    found = shutil.which("redis-cli") or str(Path(server).with_name("redis-cli"))
+    if not Path(found).exists():
+        import pytest
+
+        if os.environ.get("HRM_MEMORY_REQUIRE_REDIS") == "1":
+            pytest.fail("HRM_MEMORY_REQUIRE_REDIS=1 but no redis-cli next to redis-server", pytrace=False)
+        pytest.skip("no redis-cli binary (needed to create a cluster)")
+    return found
+
+
+def _send(port: int, *words: str, timeout: float = 1.0) -> bytes:
+    """One inline command, its raw reply (b'' if the node does not answer)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall((" ".join(words) + "\r\n").encode())
+            out = b""
+            s.settimeout(timeout)
+            while True:
+                chunk = s.recv(65536)
+                out += chunk
+                if not chunk or (out.startswith((b"+", b"-", b":")) and out.endswith(b"\r\n")):
+                    return out
+                if out.startswith(b"$"):
+                    head, _, rest = out.partition(b"\r\n")
+                    if len(rest) >= int(head[1:]) + 2:
+                        return out
+    except (OSError, ValueError):
+        return b""
+
+
+class RedisCluster:
+    """Six nodes on 127.0.0.1 (3 primaries, 3 replicas) under ``directory``."""
+
+    def __init__(self, directory: Path, *, node_timeout_ms: int = 1500, appendonly: bool = False) -> None:
+        self.binary = require_redis()
+        self.cli = _cli()
+        self.dir = Path(directory)
+        self.node_timeout_ms = node_timeout_ms
+        self.appendonly = appendonly
+        self.ports: list[int] = []
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports[:3]) + "/0"
+
+    def fresh_url(self, **query: str) -> str:
+        query.setdefault("prefix", f"t{uuid.uuid4().hex[:12]}:")
+        return self.url + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+    def _start_node(self, port: int) -> None:
+        d = self.dir / str(port)
+        d.mkdir(parents=True, exist_ok=True)
+        args = [
+            self.binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(d),
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(self.node_timeout_ms),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--daemonize", "no",
+            "--logfile", str(d / "redis.log"),
+        ]
+        self.procs[port] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+
+    def start(self, timeout: float = 60.0) -> RedisCluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        while len(self.ports) < 6:
+            p = free_port()
+            if p not in self.ports:
+                self.ports.append(p)
+        for p in self.ports:
+            self._start_node(p)
+        deadline = time.monotonic() + timeout
+        try:
+            for p in self.ports:
+                while not _send(p, "PING").startswith(b"+PONG"):
+                    if self.procs[p].poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"cluster node {p} did not start: {self.log(p)}")
+                    time.sleep(0.02)
+            subprocess.run(
+                [self.cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports), "--cluster-replicas", "1",
+                 "--cluster-yes"],
+                check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+            )
+            self.wait_ok(deadline - time.monotonic())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log(self, port: int) -> str:
+        f = self.dir / str(port) / "redis.log"
+        return f.read_text(errors="replace")[-2000:] if f.exists() else ""
+
+    def info(self, port: int) -> str:
+        return _send(port, "CLUSTER", "INFO").decode(errors="replace")
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every live node says cluster_state:ok and sees 3 primaries
+        with their slots, and every replica has finished its first sync."""
+        deadline = time.monotonic() + timeout
+        while True:
+            live = [p for p in self.ports if p in self.procs]
+            if all("cluster_state:ok" in self.info(p) for p in live) and all(self._synced(p) for p in live):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not reach cluster_state:ok: "
+                                   + " | ".join(f"{p}: {self.info(p)[:80]!r}" for p in live))
+            time.sleep(0.05)
+
+    def _synced(self, port: int) -> bool:
+        rep = _send(port, "INFO", "replication").decode(errors="replace")
+        if "role:master" in rep:
+            return True
+        return "master_link_status:up" in rep and "master_sync_in_progress:0" in rep
+
+    def role(self, port: int) -> str:
+        rep = _send(port, "INFO", "replication").decode(errors="replace")
+        return "primary" if "role:master" in rep else "replica"
+
+    def primaries(self) -> list[int]:
+        return [p for p in self.ports if p in self.procs and self.role(p) == "primary"]
+
+    def replica_of(self, port: int) -> int:
+        """The port of the live replica whose primary is ``port``."""
+        for p in self.ports:
+            if p in self.procs and p != port:
+                rep = _send(p, "INFO", "replication").decode(errors="replace")
+                if f"master_port:{port}\r\n" in rep:
+                    return p
+        raise LookupError(f"no replica of {port}")
+
+    def kill(self, port: int) -> None:
+        """SIGKILL one node (no shutdown, no final write)."""
+        proc = self.procs.pop(port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for port, proc in list(self.procs.items()):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            del self.procs[port]
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_shared: RedisCluster | None = None
+
+
+def shared_cluster() -> RedisCluster:
+    """One cluster for this test process (started on first use, stopped at exit)."""
+    global _shared
+    if _shared is None or not _shared.procs:
+        directory = Path(tempfile.mkdtemp(prefix="hrm-cluster-"))
+        cluster = RedisCluster(directory).start()
+        _shared = cluster
+
+        def stop() -> None:
+            cluster.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(stop)
+    return _shared
+
+
+__all__ = ["RedisCluster", "shared_cluster"]
