@@ -24,12 +24,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-import redis
 from hrm_memory.errors import BackendUnavailable, CursorExpired, InvalidArgument, InvalidCursor, NotReplicated
 from hrm_memory.records import Event
 from redis.backoff import NoBackoff
@@ -46,6 +44,11 @@ from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, Script
 
 log = logging.getLogger("hrm_memory.redis")
+
+# redis-py's cluster module is not typed: its names, as Any.
+_Cluster: Any = RedisCluster
+_Node: Any = ClusterNode
+_parse_url: Any = parse_url
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 ALL_SCHEMES = SCHEMES + CLUSTER_SCHEMES
@@ -114,19 +117,19 @@ def topology(url: str, *, prefix: str | None = None) -> Topology:
     return Topology(replace(base, shown=shown), True, tuple(nodes), n, ms)
 
 
-def connect_cluster(top: Topology) -> RedisCluster:
+def connect_cluster(top: Topology) -> Any:
     """redis-py's cluster client: it follows MOVED/ASK redirections itself;
     its retries of failed commands are off, as on one server (a retried write
     could apply twice), so a failover reaches the caller as
     :class:`BackendUnavailable` until the cluster has promoted a replica."""
-    kw: dict[str, Any] = dict(parse_url(top.settings.url))
+    kw: dict[str, Any] = dict(_parse_url(top.settings.url))
     for name in ("host", "port", "db", "path"):
         kw.pop(name, None)
     if kw.pop("connection_class", None) is SSLConnection:
         kw["ssl"] = True
     try:
-        return RedisCluster(
-            startup_nodes=[ClusterNode(h, p) for h, p in top.nodes],
+        return _Cluster(
+            startup_nodes=[_Node(h, p) for h, p in top.nodes],
             **{
                 "socket_timeout": 5.0,
                 "socket_connect_timeout": 2.0,
@@ -144,7 +147,7 @@ def connect_cluster(top: Topology) -> RedisCluster:
         ) from None
 
 
-def cluster_command(client: RedisCluster) -> Command:
+def cluster_command(client: Any) -> Command:
     """``client.execute_command``, with the cluster client's own errors (no
     reachable node, no node for a slot) as redis-py connection errors, so the
     backend's handlers turn them into :class:`BackendUnavailable`."""
@@ -174,14 +177,14 @@ class Replicated:
         self.timeout_ms = timeout_ms
         self._shown = shown
 
-    def _node(self, key: str) -> redis.Redis:
+    def _node(self, key: str) -> Any:
         if not self._cluster:
-            return self._client  # type: ignore[no-any-return]
+            return self._client
         try:
             node = self._client.get_node_from_key(key)
         except (RedisClusterException, IndexError, KeyError) as exc:
             raise RedisConnectionError(f"no node for {key!r}: {exc}") from exc
-        return self._client.get_redis_connection(node)  # type: ignore[no-any-return]
+        return self._client.get_redis_connection(node)
 
     def _refresh(self) -> None:
         if self._cluster:
@@ -226,7 +229,7 @@ class Replicated:
 class ClusterSide:
     """What the backend does differently on a cluster."""
 
-    def __init__(self, client: RedisCluster, cmd: Command, layout: KeyLayout, shown: str) -> None:
+    def __init__(self, client: Any, cmd: Command, layout: KeyLayout, shown: str) -> None:
         self.client = client
         self.cmd = cmd
         self.layout = layout
@@ -340,7 +343,7 @@ class ClusterChangeLog:
     namespace's stream), so a subscriber that resumes from it gets every
     entry after it once. Thread-safe."""
 
-    def __init__(self, client: RedisCluster, cmd: Command, layout: KeyLayout, maxlen: int, shown: str) -> None:
+    def __init__(self, client: Any, cmd: Command, layout: KeyLayout, maxlen: int, shown: str) -> None:
         self._client = client
         self._cmd = cmd
         self._layout = layout
@@ -352,6 +355,10 @@ class ClusterChangeLog:
     @property
     def token(self) -> str:
         return self._w.token
+
+    @token.setter
+    def token(self, value: str) -> None:
+        self._w.token = value
 
     @property
     def gaps(self) -> int:

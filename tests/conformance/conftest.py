@@ -100,11 +100,21 @@ def _redis_async(root: Path) -> Any:
     return AsyncBridge(root, backend=_redis_url(root))
 
 
+def _redis_cluster_sync(root: Path) -> Any:
+    """The shared test Redis Cluster (3 primaries, 3 replicas), replicated
+    mode (wait=1), a key prefix of this test's own."""
+    from tests.helpers.redis_cluster import shared_cluster
+
+    prefix = f"k{hashlib.sha1(str(root).encode()).hexdigest()[:16]}:"
+    return MemoryManager(root, backend=f"{shared_cluster().url}?prefix={prefix}&wait=1")
+
+
 DRIVERS: dict[str, Callable[[Path], Any]] = {
     "file-sync": _sync,
     "file-async": _async,
     "redis-sync": _redis_sync,
     "redis-async": _redis_async,
+    "redis-cluster-sync": _redis_cluster_sync,
 }
 
 

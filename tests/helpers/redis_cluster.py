@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,7 +29,25 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.helpers.redis_server import free_port, require_redis
+from tests.helpers.redis_server import require_redis
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_cluster_port(taken: list[int]) -> int:
+    """A free port whose cluster-bus port (port + 10000) is free too; Redis
+    wants the port at most 55535."""
+    while True:
+        port = random.randrange(20000, 45000)
+        if all(abs(port - t) != 10000 and port != t for t in taken) and _bindable(port) and _bindable(port + 10000):
+            return port
 
 
 def _cli() -> str:
@@ -105,9 +124,7 @@ class RedisCluster:
     def start(self, timeout: float = 60.0) -> RedisCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         while len(self.ports) < 6:
-            p = free_port()
-            if p not in self.ports:
-                self.ports.append(p)
+            self.ports.append(free_cluster_port(self.ports))
         for p in self.ports:
             self._start_node(p)
         deadline = time.monotonic() + timeout

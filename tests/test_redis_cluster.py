@@ -1,0 +1,414 @@
+"""The Redis backend on a real Redis Cluster (6 redis-server processes: 3
+primaries, 3 replicas; tests/helpers/redis_cluster.py): URL and key layout,
+composite cursors, the replicated mode, purge on every node, update() across
+processes, a cross-shard subscription through a subscriber restart, and a
+primary SIGKILLed under 4 writers. The conformance suite runs on the cluster
+too (tests/conformance, driver ``redis-cluster-sync``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hrm_memory import (
+    BackendUnavailable,
+    CursorExpired,
+    InvalidArgument,
+    InvalidCursor,
+    MemoryManager,
+    MemoryStoreError,
+    NotReplicated,
+)
+from hrm_memory.storage.redis_cluster import decode_cursor, topology
+from hrm_memory.storage.redis_keys import KeyLayout
+from redis.cluster import RedisCluster as PyCluster
+
+from tests.helpers.redis_cluster import RedisCluster, shared_cluster
+
+REPO = Path(__file__).resolve().parents[1]
+#: warm, ungated, unindexed seed namespaces (cheap to write)
+CANDIDATES = ["focus.slow", "focus.lanes", "focus.interactions", "focus.bridge", "altitude.agents",
+              "altitude.integrity", "altitude.sessions", "reasoning.routing", "reasoning.hrm"]
+
+
+def _py(cluster: RedisCluster) -> Any:
+    return PyCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=False)
+
+
+def _owner(client: Any, key: str) -> int:
+    return int(client.get_node_from_key(key).port)
+
+
+def spread(cluster: RedisCluster, prefix: str, per_shard: int = 1) -> dict[int, list[str]]:
+    """Candidate namespaces by the port of the primary that owns them."""
+    client = _py(cluster)
+    try:
+        out: dict[int, list[str]] = defaultdict(list)
+        for ns in CANDIDATES:
+            out[_owner(client, KeyLayout(prefix, True).of(ns).live)].append(ns)
+        return {port: names[:per_shard] for port, names in out.items()}
+    finally:
+        client.close()
+
+
+def prefix_on_every_shard(cluster: RedisCluster) -> str:
+    """A fresh prefix under which the candidates cover all 3 primaries."""
+    while True:
+        prefix = f"t{uuid.uuid4().hex[:10]}:"
+        if len(spread(cluster, prefix)) == 3:
+            return prefix
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.cluster_workers", *args], cwd=REPO, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _ready(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "READY", (line, proc.stderr.read() if proc.stderr else "")
+
+
+# -- URL, key layout ---------------------------------------------------------------------------
+
+
+def test_cluster_urls_are_read_and_bad_ones_refused() -> None:
+    top = topology("redis+cluster://u:s3cret@10.0.0.1:7000,10.0.0.2:7001/0?prefix=a:&wait=1&wait_timeout=250")
+    assert top.cluster and top.nodes == (("10.0.0.1", 7000), ("10.0.0.2", 7001))
+    assert (top.wait, top.wait_timeout_ms, top.settings.prefix) == (1, 250, "a:")
+    assert "s3cret" not in top.settings.shown and top.settings.shown == "redis+cluster://10.0.0.1:7000,10.0.0.2:7001/0"
+    assert topology("rediss+cluster://h:7000").settings.url.startswith("rediss://")
+    assert not topology("redis://h:6379/0?wait=1").cluster
+    for bad in ("redis+cluster://h:7000/1", "redis+cluster://h:notaport", "redis+cluster://h:7000?prefix={x}:",
+                "redis+cluster://h:7000?wait=x", "redis+cluster://h:7000?wait=1&wait_timeout=0", "cluster://h:7000"):
+        with pytest.raises(InvalidArgument):
+            topology(bad)
+    with pytest.raises(InvalidArgument):
+        MemoryManager(None, backend="memcached://h:1")
+
+
+def test_single_server_layout_is_unchanged() -> None:
+    """Stores written by earlier versions on one server are read as they are."""
+    keys = KeyLayout("hrm:", False).of("focus.slow")
+    assert keys == ("hrm:r:focus.slow", "hrm:c:focus.slow", "hrm:q:focus.slow", "hrm:l:focus.slow",
+                    "hrm:w:focus.slow", "hrm:events", "hrm:namespaces")
+
+
+def test_every_key_of_a_namespace_is_on_one_slot_and_namespaces_spread_over_all_shards() -> None:
+    cluster = shared_cluster()
+    prefix = prefix_on_every_shard(cluster)
+    url = cluster.fresh_url(prefix=prefix)
+    by_shard = spread(cluster, prefix)
+    client = _py(cluster)
+    try:
+        with MemoryManager(None, backend=url) as mm:
+            for names in by_shard.values():
+                for ns in names:
+                    mm.write(ns, "k", {"v": 1})
+                    mm.update(ns, "n", lambda v: (v or 0) + 1)
+            found: dict[str, set[int]] = defaultdict(set)
+            owners: dict[str, set[int]] = defaultdict(set)
+            meta: list[bytes] = []
+            for node in client.get_primaries():
+                r = client.get_redis_connection(node)
+                for key in r.scan_iter(match="{" + prefix + "*", count=1000):
+                    ns = key.decode()[1 + len(prefix): key.decode().index("}")]
+                    if not ns:  # the one store-wide key, written off the write path
+                        meta.append(key)
+                        continue
+                    found[ns].add(client.keyslot(key))
+                    owners[ns].add(int(node.port))
+            # records, stream, marker (and no global key on the write path but the registry)
+            assert set(found) == {ns for names in by_shard.values() for ns in names}
+            assert all(len(slots) == 1 for slots in found.values()), found
+            assert meta == [("{" + prefix + "}namespaces").encode()]
+            assert {p for ports in owners.values() for p in ports} == set(cluster.primaries())
+    finally:
+        client.close()
+
+
+# -- cursors -----------------------------------------------------------------------------------
+
+
+def test_cluster_cursors_are_typed_and_expire_per_namespace() -> None:
+    cluster = shared_cluster()
+    url = cluster.fresh_url(stream_maxlen="1000")
+    with MemoryManager(None, backend=url) as mm:
+        start = mm.cursor()
+        assert start == "n1:"
+        for bad in ("0-0", "n1:focus.slow", "n1:Focus=1-0", "n1:focus.slow=1-x", "n1:a.b=1-0,a.b=2-0"):
+            with pytest.raises(InvalidCursor):
+                mm.events_since(bad)
+        mm.write("focus.slow", "a", 1)
+        mm.write("focus.lanes", "b", 2)
+        events, cur = mm.events_since(start)
+        # no total order across namespaces on a cluster (same millisecond: by name)
+        assert sorted((e.namespace, e.key) for e in events) == [("focus.lanes", "b"), ("focus.slow", "a")]
+        assert set(decode_cursor(cur)) == {"focus.slow", "focus.lanes"}
+        assert mm.events_since(cur)[0] == []
+        for i in range(3000):  # trims focus.slow's stream past `cur`
+            mm.write("focus.slow", f"x{i}", i)
+        with pytest.raises(CursorExpired):
+            mm.events_since(cur)
+        # the oldest cursor still readable never expires: each namespace's oldest entry kept on
+        oldest = mm.backend.changes.oldest()
+        events, _ = mm.events_since(oldest)
+        assert [e.key for e in events if e.namespace == "focus.lanes"] == ["b"]
+        slow = [e.key for e in events if e.namespace == "focus.slow"]
+        assert 1000 <= len(slow) < 3001 and slow[-1] == "x2999"
+
+
+# -- replicated mode ---------------------------------------------------------------------------
+
+
+def test_replicated_write_that_no_replica_confirms_raises_not_replicated() -> None:
+    """wait=1: the write returns once a replica has it; with the replica
+    stopped (SIGSTOP, well under the node timeout) it raises NotReplicated
+    after wait_timeout, and the value is on the primary."""
+    cluster = shared_cluster()
+    url = cluster.fresh_url(wait="1", wait_timeout="200")
+    client = _py(cluster)
+    try:
+        with MemoryManager(None, backend=url) as mm:
+            mm.write("focus.slow", "a", 1)
+            primary = _owner(client, KeyLayout(mm.backend.prefix, True).of("focus.slow").live)
+            replica = cluster.replica_of(primary)
+            cluster.procs[replica].send_signal(19)  # SIGSTOP
+            try:
+                t0 = time.monotonic()
+                with pytest.raises(NotReplicated) as info:
+                    mm.write("focus.slow", "a", 2)
+                assert time.monotonic() - t0 >= 0.19
+                assert isinstance(info.value, BackendUnavailable) and isinstance(info.value, ConnectionError)
+                assert (info.value.acked, info.value.wanted) == (0, 1)
+            finally:
+                cluster.procs[replica].send_signal(18)  # SIGCONT
+            assert mm.read("focus.slow", "a") == 2
+            mm.write("focus.slow", "a", 3)  # confirmed again once the replica is back
+    finally:
+        client.close()
+
+
+def test_purge_on_a_cluster_leaves_no_byte_on_any_node() -> None:
+    cluster = shared_cluster()
+    url = cluster.fresh_url(wait="1")
+    canary = f"canary-{uuid.uuid4().hex}"
+    with MemoryManager(None, backend=url) as mm:
+        mm.write("focus.slow", "secret", {"text": canary})
+        mm.write("focus.lanes", "other", {"text": "kept"})
+
+        def holders() -> list[int]:
+            out = []
+            for port in cluster.procs:
+                r = _single(port)
+                try:
+                    r.execute_command("READONLY")  # a replica answers reads of its own copy
+                    for key in r.scan_iter(match="*", count=1000):
+                        if r.type(key) == b"hash" and any(canary.encode() in v for v in r.hvals(key)):
+                            out.append(port)
+                finally:
+                    r.close()
+            return out
+
+        deadline = time.monotonic() + 5
+        while len(holders()) < 2 and time.monotonic() < deadline:  # primary and its replica
+            time.sleep(0.05)
+        assert len(holders()) == 2
+        counts = mm.backend.purge("focus.slow")
+        assert counts["warm"] == 1 and counts["events"] == 1
+        assert holders() == []  # wait=1: the replica had the purge before it returned
+        assert mm.read("focus.lanes", "other") == {"text": "kept"}
+        assert "focus.slow" not in mm.backend.stats() and "focus.lanes" in mm.backend.stats()
+
+
+def _single(port: int) -> Any:
+    import redis
+
+    return redis.Redis(host="127.0.0.1", port=port)
+
+
+# -- across processes ----------------------------------------------------------------------------
+
+
+def test_four_processes_update_one_key_on_the_cluster() -> None:
+    cluster = shared_cluster()
+    url = cluster.fresh_url(wait="1")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.helpers.redis_server", "counter", url, "150"], cwd=REPO,
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    with MemoryManager(None, backend=url) as mm:
+        assert mm.read("focus.slow", "n") == 600
+
+
+def test_cross_shard_subscription_every_event_once_in_order_across_a_restart() -> None:
+    """3 writers on namespaces owned by 3 different primaries; a subscriber to
+    "*" reads with events_since() and is SIGKILLed midway; a new subscriber
+    subscribe("*", since=<last cursor it printed>) gets the rest: every event
+    exactly once, each namespace's in write order."""
+    cluster = shared_cluster()
+    prefix = prefix_on_every_shard(cluster)
+    url = cluster.fresh_url(prefix=prefix)
+    namespaces = [names[0] for names in spread(cluster, prefix).values()]
+    n = 150
+    with MemoryManager(None, backend=url) as mm:
+        start = mm.cursor()
+    writers = [_worker("events", url, ns, str(n)) for ns in namespaces]
+    for w in writers:
+        _ready(w)
+    follower = _worker("follow", url, start)
+    assert follower.stdout is not None
+    first = json.loads(follower.stdout.readline())
+    assert first["cursor"] == start
+    for w in writers:
+        assert w.stdin is not None
+        w.stdin.write("go\n")
+        w.stdin.flush()
+    seen: list[list[Any]] = []
+    cursor = start
+    while len(seen) < n:  # kill it once it has seen some, mid-run
+        batch = json.loads(follower.stdout.readline())
+        seen += batch["events"]
+        cursor = batch["cursor"]
+    follower.kill()
+    follower.wait(timeout=10)
+    total = 3 * n - len(seen)
+    sub = _worker("subscribe", url, cursor, str(total))
+    assert sub.stdout is not None
+    for w in writers:
+        out, err = w.communicate(timeout=120)
+        assert w.returncode == 0 and out.strip().endswith("DONE"), err
+    rest = []
+    for line in sub.stdout:
+        if line.strip() == "DONE":
+            break
+        rest.append(json.loads(line))
+    sub.wait(timeout=30)
+    got = seen + rest
+    assert len(got) == 3 * n, (len(seen), len(rest))
+    for ns in namespaces:
+        keys = [k for (space, k, _) in got if space == ns]
+        assert keys == [f"k{i}" for i in range(n)]  # every event once, in order per namespace
+    assert {space for space, _, _ in got} == set(namespaces)
+
+
+# -- failover ----------------------------------------------------------------------------------
+
+
+def _run_failover(tmp: Path, wait: int) -> dict[str, Any]:
+    """4 writers on namespaces of all 3 shards; a primary SIGKILLed after 1.5 s;
+    its replica promoted by the cluster (node timeout 1000 ms); the writers go
+    on for 2 s after the cluster is whole again. Returns the figures."""
+    with RedisCluster(tmp / f"cluster-wait{wait}", node_timeout_ms=1000) as cluster:
+        prefix = prefix_on_every_shard(cluster)
+        by_shard = spread(cluster, prefix)
+        namespaces = [names[0] for names in by_shard.values()]
+        url = cluster.fresh_url(prefix=prefix, wait=str(wait), wait_timeout="1000", lease_ms="1500",
+                                socket_timeout="1")
+        writers = [_worker("writer", url, f"w{i}", ",".join(namespaces)) for i in range(4)]
+        for w in writers:
+            _ready(w)
+        for w in writers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        time.sleep(1.5)
+        victim = next(port for port, names in by_shard.items())
+        victim_ns = by_shard[victim][0]
+        replica = cluster.replica_of(victim)
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        deadline = time.monotonic() + 30
+        while cluster.role(replica) != "primary":
+            assert time.monotonic() < deadline, "the replica was not promoted"
+            time.sleep(0.05)
+        cluster.wait_ok(30)
+        time.sleep(2.0)
+        outs = []
+        for w in writers:
+            assert w.stdin is not None
+            w.stdin.close()
+        for w in writers:
+            out, err = w.communicate(timeout=60)
+            assert w.returncode == 0, err[-3000:]
+            outs.append(out)
+        acked_u: dict[str, set[str]] = defaultdict(set)
+        acked_w: dict[tuple[str, str], int] = {}
+        errors: dict[str, int] = defaultdict(int)
+        victim_ok: list[float] = []
+        for out in outs:
+            for line in out.splitlines():
+                parts = line.split()
+                if parts[0] == "A" and parts[1] == "U":
+                    acked_u[parts[2]].add(parts[3])
+                elif parts[0] == "A":
+                    acked_w[(parts[2], parts[3])] = int(parts[3].rsplit("-", 1)[1])
+                else:
+                    errors[parts[4]] += 1
+                if parts[0] == "A" and parts[2] == victim_ns:
+                    victim_ok.append(float(parts[-1]))
+        before = max(t for t in victim_ok if t < killed_at)
+        after = min(t for t in victim_ok if t > killed_at)
+        lost_u = lost_w = 0
+        with MemoryManager(None, backend=url) as mm:
+            for ns in namespaces:
+                value = mm.read(ns, "counter")
+                ops = value["ops"]
+                assert value["n"] == len(ops) == len(set(ops))  # no increment lost in the value, none twice
+                lost_u += len(acked_u[ns] - set(ops))
+            for (ns, key), i in acked_w.items():
+                if mm.read(ns, key) != {"i": i, "by": key.rsplit("-", 1)[0]}:
+                    lost_w += 1
+        figures = {
+            "wait": wait,
+            "acknowledged_updates": sum(len(s) for s in acked_u.values()),
+            "acknowledged_writes": len(acked_w),
+            "lost_updates": lost_u,
+            "lost_writes": lost_w,
+            "failed_calls": dict(errors),
+            "unavailable_s": round(after - before, 2),
+        }
+        print(json.dumps(figures))
+        return figures
+
+
+def test_failover_replicated_mode_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    figures = _run_failover(tmp_path, wait=1)
+    assert figures["acknowledged_updates"] > 50 and figures["acknowledged_writes"] > 50
+    assert figures["lost_updates"] == 0 and figures["lost_writes"] == 0
+    assert figures["failed_calls"], "the failover was not seen by any writer"
+    assert set(figures["failed_calls"]) <= {"BackendUnavailable", "NotReplicated", "LockTimeout"}
+
+
+def test_failover_asynchronous_mode_figures(tmp_path: Path) -> None:
+    """wait=0: replication is asynchronous; what a failover costs is reported
+    (BENCHMARKS.md), not asserted, beyond the values staying consistent."""
+    figures = _run_failover(tmp_path, wait=0)
+    assert figures["acknowledged_updates"] > 50
+
+
+def test_opening_a_cluster_that_is_not_there_is_backend_unavailable() -> None:
+    from tests.helpers.redis_cluster import free_cluster_port
+
+    port = free_cluster_port([])
+    with pytest.raises(BackendUnavailable) as info:
+        MemoryManager(None, backend=f"redis+cluster://u:pw@127.0.0.1:{port}/0")
+    assert isinstance(info.value, MemoryStoreError) and "pw" not in str(info.value)
