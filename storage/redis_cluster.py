@@ -92,6 +92,11 @@ def topology(url: str, *, prefix: str | None = None) -> Topology:
         raise InvalidArgument("wait and wait_timeout must be integers (replicas; milliseconds)") from None
     if not (0 <= n <= 16) or not (1 <= ms <= 60000):
         raise InvalidArgument("wait must be 0..16 replicas and wait_timeout 1..60000 milliseconds")
+    socket_timeout = _url_timeouts(url).get("socket_timeout", 5.0)
+    if n and ms >= socket_timeout * 1000:
+        raise InvalidArgument(
+            f"wait_timeout ({ms} ms) must be shorter than socket_timeout ({socket_timeout} s): WAIT answers after it"
+        )
     query = urlencode(rest)
     if not url.startswith(CLUSTER_SCHEMES):
         settings = parse(urlunsplit((parts.scheme, parts.netloc, parts.path, query, "")), prefix=prefix)

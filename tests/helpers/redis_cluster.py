@@ -193,6 +193,16 @@ class RedisCluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def restart(self, port: int, timeout: float = 30.0) -> None:
+        """Start a killed node again on its port and directory: it reads its
+        nodes.conf, learns it was failed over and rejoins as a replica."""
+        self._start_node(port)
+        deadline = time.monotonic() + timeout
+        while not _send(port, "PING").startswith(b"+PONG"):
+            if self.procs[port].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"cluster node {port} did not restart: {self.log(port)}")
+            time.sleep(0.02)
+
     def stop(self) -> None:
         for port, proc in list(self.procs.items()):
             proc.terminate()
