@@ -29,44 +29,10 @@ from hrm_memory import (
 )
 from hrm_memory.storage.redis_cluster import decode_cursor, topology
 from hrm_memory.storage.redis_keys import KeyLayout
-from redis.cluster import RedisCluster as PyCluster
 
-from tests.helpers.redis_cluster import RedisCluster, shared_cluster
+from tests.helpers.redis_cluster import RedisCluster, owner, prefix_on_every_shard, py_client, shared_cluster, spread
 
 REPO = Path(__file__).resolve().parents[1]
-#: warm, ungated, unindexed seed namespaces (cheap to write)
-CANDIDATES = ["focus.slow", "focus.lanes", "focus.interactions", "focus.bridge", "altitude.agents",
-              "altitude.integrity", "altitude.sessions", "reasoning.routing", "reasoning.hrm"]
-
-
-def _py(cluster: RedisCluster) -> Any:
-    return PyCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=False)
-
-
-def _owner(client: Any, key: str) -> int:
-    return int(client.get_node_from_key(key).port)
-
-
-def spread(cluster: RedisCluster, prefix: str, per_shard: int = 1) -> dict[int, list[str]]:
-    """Candidate namespaces by the port of the primary that owns them."""
-    client = _py(cluster)
-    try:
-        out: dict[int, list[str]] = defaultdict(list)
-        for ns in CANDIDATES:
-            out[_owner(client, KeyLayout(prefix, True).of(ns).live)].append(ns)
-        return {port: names[:per_shard] for port, names in out.items()}
-    finally:
-        client.close()
-
-
-def prefix_on_every_shard(cluster: RedisCluster) -> str:
-    """A fresh prefix under which the candidates cover all 3 primaries."""
-    while True:
-        prefix = f"t{uuid.uuid4().hex[:10]}:"
-        if len(spread(cluster, prefix)) == 3:
-            return prefix
-
-
 def _worker(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "tests.helpers.cluster_workers", *args], cwd=REPO, env=env,
@@ -111,7 +77,7 @@ def test_every_key_of_a_namespace_is_on_one_slot_and_namespaces_spread_over_all_
     prefix = prefix_on_every_shard(cluster)
     url = cluster.fresh_url(prefix=prefix)
     by_shard = spread(cluster, prefix)
-    client = _py(cluster)
+    client = py_client(cluster)
     try:
         with MemoryManager(None, backend=url) as mm:
             for names in by_shard.values():
@@ -179,11 +145,11 @@ def test_replicated_write_that_no_replica_confirms_raises_not_replicated() -> No
     after wait_timeout, and the value is on the primary."""
     cluster = shared_cluster()
     url = cluster.fresh_url(wait="1", wait_timeout="200")
-    client = _py(cluster)
+    client = py_client(cluster)
     try:
         with MemoryManager(None, backend=url) as mm:
             mm.write("focus.slow", "a", 1)
-            primary = _owner(client, KeyLayout(mm.backend.prefix, True).of("focus.slow").live)
+            primary = owner(client, KeyLayout(mm.backend.prefix, True).of("focus.slow").live)
             replica = cluster.replica_of(primary)
             cluster.procs[replica].send_signal(19)  # SIGSTOP
             try:

@@ -29,6 +29,9 @@ import time
 import uuid
 from pathlib import Path
 
+from collections import defaultdict
+from typing import Any
+
 from tests.helpers.redis_server import require_redis
 
 
@@ -220,6 +223,44 @@ class RedisCluster:
         self.stop()
 
 
+#: warm, ungated, unindexed seed namespaces (cheap to write)
+CANDIDATES = ["focus.slow", "focus.lanes", "focus.interactions", "focus.bridge", "altitude.agents",
+              "altitude.integrity", "altitude.sessions", "reasoning.routing", "reasoning.hrm"]
+
+
+def py_client(cluster: RedisCluster) -> Any:
+    """redis-py's own cluster client on the cluster (for checks from outside the store)."""
+    from redis.cluster import RedisCluster as PyCluster
+
+    return PyCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=False)
+
+
+def owner(client: Any, key: str) -> int:
+    return int(client.get_node_from_key(key).port)
+
+
+def spread(cluster: RedisCluster, prefix: str, per_shard: int = 1) -> dict[int, list[str]]:
+    """Candidate namespaces by the port of the primary that owns them."""
+    from hrm_memory.storage.redis_keys import KeyLayout
+
+    client = py_client(cluster)
+    try:
+        out: dict[int, list[str]] = defaultdict(list)
+        for ns in CANDIDATES:
+            out[owner(client, KeyLayout(prefix, True).of(ns).live)].append(ns)
+        return {port: names[:per_shard] for port, names in out.items()}
+    finally:
+        client.close()
+
+
+def prefix_on_every_shard(cluster: RedisCluster) -> str:
+    """A fresh prefix under which the candidates cover all 3 primaries."""
+    while True:
+        prefix = f"t{uuid.uuid4().hex[:10]}:"
+        if len(spread(cluster, prefix)) == 3:
+            return prefix
+
+
 _shared: RedisCluster | None = None
 
 
@@ -239,4 +280,4 @@ def shared_cluster() -> RedisCluster:
     return _shared
 
 
-__all__ = ["RedisCluster", "shared_cluster"]
+__all__ = ["CANDIDATES", "RedisCluster", "owner", "prefix_on_every_shard", "py_client", "shared_cluster", "spread"]
