@@ -49,7 +49,7 @@ from opentelemetry import trace
 from redis.exceptions import RedisError, ResponseError
 
 from .redis_changes import NO_TRACE, RedisChangeLog
-from .redis_cluster import ClusterChangeLog, side_for, topology, write_command
+from .redis_cluster import ClusterChangeLog, fence, side_for, topology, write_command
 from .redis_conn import Settings, failure
 from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, decode
@@ -451,6 +451,11 @@ class RedisBackend:
                 raise failure(exc, "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
             counts["events"] = self._purge_events(namespace)
+            if self.topology.wait:  # wait=N: a replica has the purge too before it returns
+                try:
+                    fence(self._wcmd, h.wait)
+                except RedisError as exc:
+                    raise failure(exc, "a purge", self._shown, namespace) from None
         counts["rewrite"] = self._rewrite_files()
         return counts
 

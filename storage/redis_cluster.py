@@ -26,7 +26,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hrm_memory.errors import BackendUnavailable, CursorExpired, InvalidArgument, InvalidCursor, NotReplicated
 from hrm_memory.records import Event
@@ -58,6 +58,20 @@ _BATCH = 1000
 #: KEYS: the registry of namespaces. ARGV: namespace. A script (not a bare
 #: SADD) so that the replicated mode waits for it like for any write.
 REGISTER = Script("redis.call('SADD', KEYS[1], ARGV[1]) return 1")
+
+
+#: KEYS: a namespace's waiters list. Wakes one waiter (harmless: it looks
+#: again) and, being a write that is always replicated, lets the replicated
+#: mode wait for every earlier change of the namespace's primary (a purge's
+#: deletions, which are not scripts) before the call returns.
+FENCE = Script("redis.call('RPUSH', KEYS[1], '1') redis.call('LTRIM', KEYS[1], -4, -1) "
+               "redis.call('PEXPIRE', KEYS[1], 5000) return 1")
+
+
+def fence(wcmd: Command, waiters: str) -> None:
+    """In the replicated mode: return once a replica has every change made so
+    far on the primary that owns ``waiters``' slot (``NotReplicated`` if not)."""
+    FENCE(wcmd, (waiters,))
 
 
 @dataclass(frozen=True)
@@ -513,6 +527,7 @@ __all__ = [
     "connect_cluster",
     "decode_cursor",
     "encode_cursor",
+    "fence",
     "side_for",
     "topology",
     "write_command",

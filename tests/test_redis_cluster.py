@@ -198,6 +198,22 @@ def test_purge_on_a_cluster_leaves_no_byte_on_any_node() -> None:
         assert mm.read("focus.lanes", "other") == {"text": "kept"}
         assert "focus.slow" not in mm.backend.stats() and "focus.lanes" in mm.backend.stats()
 
+    # wait=1: a purge no replica confirmed is not reported done
+    with MemoryManager(None, backend=url + "&wait_timeout=200") as mm:
+        mm.write("focus.slow", "again", {"text": canary})
+        client = py_client(cluster)
+        try:
+            replica = cluster.replica_of(owner(client, KeyLayout(mm.backend.prefix, True).of("focus.slow").live))
+        finally:
+            client.close()
+        cluster.procs[replica].send_signal(19)  # SIGSTOP, well under the node timeout
+        try:
+            with pytest.raises(NotReplicated):
+                mm.backend.purge("focus.slow")
+        finally:
+            cluster.procs[replica].send_signal(18)
+        assert mm.read("focus.slow", "again") is None  # done on the primary
+
 
 def _single(port: int) -> Any:
     import redis
