@@ -144,7 +144,7 @@ def report(tp: dict[str, dict[int, dict[str, float]]], ops: dict[str, dict[str, 
         f"load average at start {info['load average at start (1/5/15 min)']}; other processes' share of the CPUs "
         f"during the run: {load:.0%}. One server and a 6-node cluster (3 primaries, 3 replicas) on loopback, "
         "no persistence on either (`appendonly no`, no RDB): the figures compare the client and the sharding.",
-        "**Throughput, ops/s, all client processes together** (each process: "
+        "**Throughput, ops/s, all client processes together, median of --reps runs** (each process: "
         f"{n:,} writes of ~200-byte records over 3 namespaces (on the cluster one per primary), {n:,} reads, "
         f"{n // 5:,} `update()`):",
         md_table(["backend", "op", "1 process", "2 processes", "4 processes", "4 / 1"], rows),
@@ -192,7 +192,10 @@ def main(argv: list[str] | None = None) -> None:
                     "cluster, wait=1": spread_url(wait="1")}
             tp: dict[str, dict[int, dict[str, float]]] = {}
             for mode, (url, spaces) in urls.items():
-                tp[mode] = {p: run_processes(url, spaces, p, args.n) for p in (1, 2, 4)}
+                tp[mode] = {}
+                for p in (1, 2, 4):  # the median of --reps runs, phase by phase
+                    runs = [run_processes(url, spaces, p, args.n) for _ in range(args.reps)]
+                    tp[mode][p] = {ph: statistics.median(r[ph] for r in runs) for ph in runs[0]}
             cluster_url, cluster_ns = spread_url()
             ops = per_op(server.fresh_url(), cluster_url, cluster_ns, args.n, args.reps)
         section = report(tp, ops, info, command, load.share(), args.n)
