@@ -1,18 +1,12 @@
 """The Redis backend: one store shared by processes on several hosts.
 
 ``RedisBackend`` implements :class:`hrm_memory.backend.Backend` on one Redis
-server (``MemoryManager(backend="redis://host:port/db")``). docs/redis.md has
-the setup, the guarantees per persistence setting and what differs from the
-file backend. Keys, all under one prefix (``hrm:`` by default; the URL's
-``?prefix=`` changes it, so stores can share a server):
-
-- ``<prefix>r:<namespace>``: hash, record key -> record blob (the live tier);
-- ``<prefix>c:<namespace>``: hash, the cold archive (same blobs);
-- ``<prefix>q:<namespace>``: hash, damaged blobs moved aside by ``check(fix=True)``;
-- ``<prefix>l:<namespace>``: the namespace's lease (a token, with an expiry);
-- ``<prefix>events``: the change stream; ``<prefix>namespaces``: set of the
-  namespaces that hold data; ``<prefix>decl`` / ``<prefix>declgen``: run-time
-  declarations and their change counter.
+server (``MemoryManager(backend="redis://host:port/db")``) or a Redis Cluster
+(``redis+cluster://host:port,host:port/0``: :mod:`.redis_cluster`). docs/redis.md
+has the setup, the guarantees per persistence setting and what differs from the
+file backend. Keys, all under one prefix (``hrm:`` by default; ``?prefix=``):
+:mod:`.redis_keys` (live records, archive, quarantine, lease, change stream,
+the set of namespaces, declarations).
 
 Record keys appear only as hash fields and inside values, never in key names.
 Every change is one Lua script (:mod:`hrm_memory.storage.redis_scripts`):
@@ -48,8 +42,8 @@ from hrm_memory.records import Finding, Stored
 from opentelemetry import trace
 from redis.exceptions import RedisError, ResponseError
 
-from .redis_changes import NO_TRACE, RedisChangeLog
-from .redis_cluster import ClusterChangeLog, fence, side_for, topology, write_command
+from .redis_changes import NO_TRACE
+from .redis_cluster import change_log, fence, side_for, topology, write_command
 from .redis_conn import Settings, failure
 from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, decode
@@ -146,11 +140,7 @@ class RedisBackend:
         self._wcmd = write_command(self.topology, self._client, self._cmd)  # write scripts (WAIT in wait=N mode)
         lay = self.layout
         self._stream, self._nsset, self._decl, self._declgen = lay.stream, lay.namespaces, lay.decl, lay.declgen
-        self.changes: RedisChangeLog | ClusterChangeLog | None = None
-        if signal_log and self._cluster is not None:
-            self.changes = ClusterChangeLog(self._client, self._cmd, lay, self.settings.stream_maxlen, self._shown)
-        elif signal_log:
-            self.changes = RedisChangeLog(self._client, self._stream, self.settings.stream_maxlen, self._shown)
+        self.changes = change_log(self.topology, self._client, self._cmd, lay, signal_log)  # one stream, or one per ns
         self._maxlen = self.settings.stream_maxlen if signal_log else 0
         self._holds: dict[str, _Hold] = {}
         self._guard = threading.Lock()
@@ -280,8 +270,7 @@ class RedisBackend:
         head, tail = changes.entry_parts("write", namespace, key, self._trace_id()) if changes else (b"", b"")
         keys = (h.live, h.lock, h.stream, h.nsset, h.cold, h.wait)
         if not h.registered and self._cluster is not None:
-            self._cluster.register(self._wcmd, namespace)
-            h.registered = True
+            h.registered = self._cluster.register(self._wcmd, namespace)
         body = b"%08x" % zlib.crc32(value) + value
         created = "" if created_us is None else created_us
         deadline: float | None = None
@@ -451,11 +440,7 @@ class RedisBackend:
                 raise failure(exc, "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
             counts["events"] = self._purge_events(namespace)
-            if self.topology.wait:  # wait=N: a replica has the purge too before it returns
-                try:
-                    fence(self._wcmd, h.wait)
-                except RedisError as exc:
-                    raise failure(exc, "a purge", self._shown, namespace) from None
+            fence(self.topology, self._wcmd, h.wait, namespace)  # wait=N: a replica has the purge before it returns
         counts["rewrite"] = self._rewrite_files()
         return counts
 
@@ -593,8 +578,7 @@ class RedisBackend:
             "lease_ms": self.settings.lease_ms,
             "stream_maxlen": self.settings.stream_maxlen,
             "change_log_gaps": self.changes.gaps if self.changes is not None else 0,
-            "cluster": self._cluster is not None,
-            "wait": self.topology.wait,
+            "cluster": self._cluster is not None, "wait": self.topology.wait,
         }
         try:
             conf = self._client.config_get("append*")
@@ -604,11 +588,9 @@ class RedisBackend:
         return out
 
     def close(self) -> None:
-        if self._cluster is not None:
-            self._cluster.close()
-            return
         self._client.close()
-        self._client.connection_pool.disconnect()
+        if self._cluster is None:
+            self._client.connection_pool.disconnect()
 
     def __repr__(self) -> str:
         return f"RedisBackend({self._shown!r}, prefix={self.prefix!r})"

@@ -68,10 +68,15 @@ FENCE = Script("redis.call('RPUSH', KEYS[1], '1') redis.call('LTRIM', KEYS[1], -
                "redis.call('PEXPIRE', KEYS[1], 5000) return 1")
 
 
-def fence(wcmd: Command, waiters: str) -> None:
+def fence(top: Topology, wcmd: Command, waiters: str, namespace: str) -> None:
     """In the replicated mode: return once a replica has every change made so
-    far on the primary that owns ``waiters``' slot (``NotReplicated`` if not)."""
-    FENCE(wcmd, (waiters,))
+    far on the primary that owns ``waiters``' slot (``NotReplicated`` if not).
+    Nothing to do without ``wait=``."""
+    if top.wait:
+        try:
+            FENCE(wcmd, (waiters,))
+        except RedisError as exc:
+            raise failure(exc, "a purge", top.settings.shown, namespace) from None
 
 
 @dataclass(frozen=True)
@@ -254,13 +259,14 @@ class ClusterSide:
         self.layout = layout
         self.shown = shown
 
-    def register(self, wcmd: Command, namespace: str) -> None:
+    def register(self, wcmd: Command, namespace: str) -> bool:
         """Add ``namespace`` to the registry (before its first write in this
         process: a namespace is never written unlisted)."""
         try:
             REGISTER(wcmd, (self.layout.namespaces,), namespace)
         except RedisError as exc:
             raise failure(exc, "registering a namespace", self.shown, namespace) from None
+        return True
 
     def registered(self) -> list[str]:
         try:
@@ -317,10 +323,6 @@ class ClusterSide:
                 log.warning("purge: %s:%s could not rewrite its files (%s); old copies stay until it does",
                             node.host, node.port, exc)
         return started
-
-    def close(self) -> None:
-        self.client.close()
-
 
 def _as_redis(exc: Exception) -> RedisError:
     return exc if isinstance(exc, RedisError) else RedisConnectionError(f"{type(exc).__name__}: {exc}")
@@ -509,6 +511,16 @@ def side_for(top: Topology, layout: KeyLayout) -> tuple[Any, Command, ClusterSid
     return cclient, cmd, ClusterSide(cclient, cmd, layout, top.settings.shown)
 
 
+def change_log(top: Topology, client: Any, cmd: Command, layout: KeyLayout,
+               signal_log: bool) -> RedisChangeLog | ClusterChangeLog | None:
+    """The change log: one stream (one server), one per namespace (a cluster), or none."""
+    if not signal_log:
+        return None
+    if top.cluster:
+        return ClusterChangeLog(client, cmd, layout, top.settings.stream_maxlen, top.settings.shown)
+    return RedisChangeLog(client, layout.stream, top.settings.stream_maxlen, top.settings.shown)
+
+
 def write_command(top: Topology, client: Any, cmd: Command) -> Command:
     """The command function write scripts run through: ``cmd`` itself, or in
     the replicated mode one that waits for the replicas."""
@@ -522,6 +534,7 @@ __all__ = [
     "CLUSTER_SCHEMES",
     "ClusterChangeLog",
     "ClusterSide",
+    "change_log",
     "Replicated",
     "Topology",
     "connect_cluster",

@@ -60,6 +60,8 @@ LAYERS: dict[str, int] = {
     "hrm_memory.storage.redis_conn": 1,
     "hrm_memory.storage.redis_scripts": 1,
     "hrm_memory.storage.redis_upkeep": 1,
+    "hrm_memory.storage.redis_cluster": 1,  # issue 28: Redis Cluster, replicated writes
+    "hrm_memory.storage.redis_keys": 1,
     "hrm_memory.namespaces": 1,
     "hrm_memory.manager": 2,
     "hrm_memory.aio": 2,

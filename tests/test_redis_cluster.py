@@ -405,3 +405,60 @@ def test_opening_a_cluster_that_is_not_there_is_backend_unavailable() -> None:
     with pytest.raises(BackendUnavailable) as info:
         MemoryManager(None, backend=f"redis+cluster://u:pw@127.0.0.1:{port}/0")
     assert isinstance(info.value, MemoryStoreError) and "pw" not in str(info.value)
+
+
+# -- the rest of the API on a cluster ----------------------------------------------------------
+
+
+def test_recall_context_and_declarations_across_two_hosts_on_the_cluster(tmp_path: Path) -> None:
+    """Each "host" (its own root) keeps its own recall index, caught up from
+    the per-namespace change streams; run-time declarations are shared."""
+    url = shared_cluster().fresh_url()
+    with MemoryManager(tmp_path / "a", backend=url) as a, MemoryManager(tmp_path / "b", backend=url) as b:
+        a.write("shared.people", "bella", {"name": "Bella", "note": "cheer competition winner"})
+        assert [h.key for h in b.recall("competitions")] == ["bella"]
+        b.write("shared.people", "gaurav", {"name": "Gaurav", "note": "work bottleneck"})
+        assert [h.key for h in a.recall("bottleneck")] == ["gaurav"]
+        assert "Gaurav" in a.context("altitude", budget=200, now=1_760_000_000).text
+        a.delete("shared.people", "bella")
+        assert b.recall("competitions") == []
+        a.declare("focus.extra", description="declared at run time")
+        b.write("focus.extra", "k", {"v": 1})
+        assert a.read("focus.extra", "k") == {"v": 1}
+
+
+def test_check_finds_and_quarantines_a_damaged_record_on_the_cluster() -> None:
+    cluster = shared_cluster()
+    url = cluster.fresh_url()
+    client = py_client(cluster)
+    try:
+        with MemoryManager(None, backend=url) as mm:
+            mm.write("focus.slow", "good", {"v": 1})
+            mm.write("focus.slow", "bad", {"v": 2})
+            keys = KeyLayout(mm.backend.prefix, True).of("focus.slow")
+            blob = client.hget(keys.live, "bad")
+            client.hset(keys.live, "bad", blob[:-2] + b"9}")
+            (finding,) = mm.check()
+            assert finding.kind == "corrupt-record" and not finding.fixed
+            assert [f.fixed for f in mm.check(fix=True)] == [True]
+            assert mm.check() == [] and mm.read("focus.slow", "good") == {"v": 1}
+            assert client.hget(keys.quarantine, "bad") is not None
+    finally:
+        client.close()
+
+
+def test_langgraph_store_on_the_cluster(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.store.base", reason="langgraph-checkpoint is not installed")
+    from hrm_memory.langgraph import MemoryStore
+
+    url = shared_cluster().fresh_url(wait="1")
+    with MemoryStore(root=str(tmp_path / "s"), backend=url) as store:
+        store.put(("users", "u1"), "prefs", {"theme": "dark", "n": 3})
+        store.put(("users", "u2"), "prefs", {"theme": "light", "n": 5})
+        assert store.get(("users", "u1"), "prefs").value == {"theme": "dark", "n": 3}
+        assert [i.key for i in store.search(("users",), filter={"theme": "light"})] == ["prefs"]
+        assert sorted(store.list_namespaces(prefix=("users",))) == [("users", "u1"), ("users", "u2")]
+        store.delete(("users", "u1"), "prefs")
+        assert store.get(("users", "u1"), "prefs") is None
+    with MemoryStore(root=str(tmp_path / "other"), backend=url) as again:  # another host
+        assert again.get(("users", "u2"), "prefs").value["n"] == 5
