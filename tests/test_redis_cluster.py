@@ -30,21 +30,18 @@ from hrm_memory import (
 from hrm_memory.storage.redis_cluster import decode_cursor, topology
 from hrm_memory.storage.redis_keys import KeyLayout
 
-from tests.helpers.redis_cluster import RedisCluster, owner, prefix_on_every_shard, py_client, shared_cluster, spread
+from tests.helpers.redis_cluster import (
+    owner,
+    prefix_on_every_shard,
+    py_client,
+    ready,
+    run_failover,
+    shared_cluster,
+    spread,
+    worker,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-def _worker(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "tests.helpers.cluster_workers", *args], cwd=REPO, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _ready(proc: subprocess.Popen[str]) -> None:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip() == "READY", (line, proc.stderr.read() if proc.stderr else "")
-
-
 # -- URL, key layout ---------------------------------------------------------------------------
 
 
@@ -255,10 +252,10 @@ def test_cross_shard_subscription_every_event_once_in_order_across_a_restart() -
     n = 150
     with MemoryManager(None, backend=url) as mm:
         start = mm.cursor()
-    writers = [_worker("events", url, ns, str(n)) for ns in namespaces]
+    writers = [worker("events", url, ns, str(n)) for ns in namespaces]
     for w in writers:
-        _ready(w)
-    follower = _worker("follow", url, start)
+        ready(w)
+    follower = worker("follow", url, start)
     assert follower.stdout is not None
     first = json.loads(follower.stdout.readline())
     assert first["cursor"] == start
@@ -275,7 +272,7 @@ def test_cross_shard_subscription_every_event_once_in_order_across_a_restart() -
     follower.kill()
     follower.wait(timeout=10)
     total = 3 * n - len(seen)
-    sub = _worker("subscribe", url, cursor, str(total))
+    sub = worker("subscribe", url, cursor, str(total))
     assert sub.stdout is not None
     for w in writers:
         out, err = w.communicate(timeout=120)
@@ -297,94 +294,8 @@ def test_cross_shard_subscription_every_event_once_in_order_across_a_restart() -
 # -- failover ----------------------------------------------------------------------------------
 
 
-def _run_failover(tmp: Path, wait: int) -> dict[str, Any]:
-    """4 writers on namespaces of all 3 shards; a primary SIGKILLed after 1.5 s;
-    its replica promoted by the cluster (node timeout 1000 ms); the dead node
-    restarted (it rejoins as a replica); the writers go on for 2 s after the
-    cluster is whole again. Returns the figures."""
-    with RedisCluster(tmp / f"cluster-wait{wait}", node_timeout_ms=1000) as cluster:
-        prefix = prefix_on_every_shard(cluster)
-        by_shard = spread(cluster, prefix)
-        namespaces = [names[0] for names in by_shard.values()]
-        url = cluster.fresh_url(prefix=prefix, wait=str(wait), wait_timeout="500", lease_ms="1500",
-                                socket_timeout="1")
-        writers = [_worker("writer", url, f"w{i}", ",".join(namespaces)) for i in range(4)]
-        for w in writers:
-            _ready(w)
-        for w in writers:
-            assert w.stdin is not None
-            w.stdin.write("go\n")
-            w.stdin.flush()
-        time.sleep(1.5)
-        victim = next(port for port, names in by_shard.items())
-        victim_ns = by_shard[victim][0]
-        replica = cluster.replica_of(victim)
-        killed_at = time.monotonic()
-        cluster.kill(victim)
-        deadline = time.monotonic() + 30
-        while cluster.role(replica) != "primary":
-            assert time.monotonic() < deadline, "the replica was not promoted"
-            time.sleep(0.05)
-        promoted_at = time.monotonic()
-        # The shard has no replica now: wait=1 writes there raise NotReplicated
-        # until the operator brings one back. The dead node, restarted, rejoins
-        # as the replica of its promoted one.
-        cluster.restart(victim)
-        cluster.wait_ok(30)
-        time.sleep(2.0)
-        outs = []
-        for w in writers:
-            assert w.stdin is not None
-            w.stdin.close()  # all stop at once
-            w.stdin = None
-        for w in writers:
-            out, err = w.communicate(timeout=60)
-            assert w.returncode == 0, err[-3000:]
-            outs.append(out)
-        acked_u: dict[str, set[str]] = defaultdict(set)
-        acked_w: dict[tuple[str, str], int] = {}
-        errors: dict[str, int] = defaultdict(int)
-        victim_ok: list[float] = []
-        for out in outs:
-            for line in out.splitlines():
-                parts = line.split()
-                if parts[0] == "A" and parts[1] == "U":
-                    acked_u[parts[2]].add(parts[3])
-                elif parts[0] == "A":
-                    acked_w[(parts[2], parts[3])] = int(parts[3].rsplit("-", 1)[1])
-                else:
-                    errors[parts[4]] += 1
-                if parts[0] == "A" and parts[2] == victim_ns:
-                    victim_ok.append(float(parts[-1]))
-        # the longest stretch without an acknowledged op on the killed shard's namespace
-        times = sorted(t for t in victim_ok if t > killed_at - 1.0)
-        gap = max(b - a for a, b in zip(times, times[1:]))
-        lost_u = lost_w = 0
-        with MemoryManager(None, backend=url) as mm:
-            for ns in namespaces:
-                value = mm.read(ns, "counter")
-                ops = value["ops"]
-                assert value["n"] == len(ops) == len(set(ops))  # no increment lost in the value, none twice
-                lost_u += len(acked_u[ns] - set(ops))
-            for (ns, key), i in acked_w.items():
-                if mm.read(ns, key) != {"i": i, "by": key.rsplit("-", 1)[0]}:
-                    lost_w += 1
-        figures = {
-            "wait": wait,
-            "acknowledged_updates": sum(len(s) for s in acked_u.values()),
-            "acknowledged_writes": len(acked_w),
-            "lost_updates": lost_u,
-            "lost_writes": lost_w,
-            "failed_calls": dict(errors),
-            "unavailable_s": round(gap, 2),
-            "promoted_after_s": round(promoted_at - killed_at, 2),
-        }
-        print(json.dumps(figures))
-        return figures
-
-
 def test_failover_replicated_mode_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    figures = _run_failover(tmp_path, wait=1)
+    figures = run_failover(tmp_path, wait=1)
     assert figures["acknowledged_updates"] > 50 and figures["acknowledged_writes"] > 50
     assert figures["lost_updates"] == 0 and figures["lost_writes"] == 0
     assert figures["failed_calls"], "the failover was not seen by any writer"
@@ -394,7 +305,7 @@ def test_failover_replicated_mode_loses_no_acknowledged_write(tmp_path: Path) ->
 def test_failover_asynchronous_mode_figures(tmp_path: Path) -> None:
     """wait=0: replication is asynchronous; what a failover costs is reported
     (BENCHMARKS.md), not asserted, beyond the values staying consistent."""
-    figures = _run_failover(tmp_path, wait=0)
+    figures = run_failover(tmp_path, wait=0)
     assert figures["acknowledged_updates"] > 50
 
 

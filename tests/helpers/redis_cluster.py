@@ -18,12 +18,14 @@ server's helper when there is no ``redis-server`` binary.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -33,6 +35,8 @@ from collections import defaultdict
 from typing import Any
 
 from tests.helpers.redis_server import require_redis
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _bindable(port: int) -> bool:
@@ -261,6 +265,106 @@ def prefix_on_every_shard(cluster: RedisCluster) -> str:
             return prefix
 
 
+def worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.cluster_workers", *args], cwd=REPO, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def ready(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "READY", (line, proc.stderr.read() if proc.stderr else "")
+
+
+def run_failover(tmp: Path, wait: int) -> dict[str, Any]:
+    """4 writers on namespaces of all 3 shards; a primary SIGKILLed after 1.5 s;
+    its replica promoted by the cluster (node timeout 1000 ms); the dead node
+    restarted (it rejoins as a replica); the writers go on for 2 s after the
+    cluster is whole again. Returns the figures."""
+    from hrm_memory import MemoryManager
+
+    with RedisCluster(tmp / f"cluster-wait{wait}", node_timeout_ms=1000) as cluster:
+        prefix = prefix_on_every_shard(cluster)
+        by_shard = spread(cluster, prefix)
+        namespaces = [names[0] for names in by_shard.values()]
+        url = cluster.fresh_url(prefix=prefix, wait=str(wait), wait_timeout="500", lease_ms="1500",
+                                socket_timeout="1")
+        writers = [worker("writer", url, f"w{i}", ",".join(namespaces)) for i in range(4)]
+        for w in writers:
+            ready(w)
+        for w in writers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        time.sleep(1.5)
+        victim = next(port for port, names in by_shard.items())
+        victim_ns = by_shard[victim][0]
+        replica = cluster.replica_of(victim)
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        deadline = time.monotonic() + 30
+        while cluster.role(replica) != "primary":
+            assert time.monotonic() < deadline, "the replica was not promoted"
+            time.sleep(0.05)
+        promoted_at = time.monotonic()
+        # The shard has no replica now: wait=1 writes there raise NotReplicated
+        # until the operator brings one back. The dead node, restarted, rejoins
+        # as the replica of its promoted one.
+        cluster.restart(victim)
+        cluster.wait_ok(30)
+        time.sleep(2.0)
+        outs = []
+        for w in writers:
+            assert w.stdin is not None
+            w.stdin.close()  # all stop at once
+            w.stdin = None
+        for w in writers:
+            out, err = w.communicate(timeout=60)
+            assert w.returncode == 0, err[-3000:]
+            outs.append(out)
+        acked_u: dict[str, set[str]] = defaultdict(set)
+        acked_w: dict[tuple[str, str], int] = {}
+        errors: dict[str, int] = defaultdict(int)
+        victim_ok: list[float] = []
+        for out in outs:
+            for line in out.splitlines():
+                parts = line.split()
+                if parts[0] == "A" and parts[1] == "U":
+                    acked_u[parts[2]].add(parts[3])
+                elif parts[0] == "A":
+                    acked_w[(parts[2], parts[3])] = int(parts[3].rsplit("-", 1)[1])
+                else:
+                    errors[parts[4]] += 1
+                if parts[0] == "A" and parts[2] == victim_ns:
+                    victim_ok.append(float(parts[-1]))
+        # the longest stretch without an acknowledged op on the killed shard's namespace
+        times = sorted(t for t in victim_ok if t > killed_at - 1.0)
+        gap = max(b - a for a, b in zip(times, times[1:]))
+        lost_u = lost_w = 0
+        with MemoryManager(None, backend=url) as mm:
+            for ns in namespaces:
+                value = mm.read(ns, "counter")
+                ops = value["ops"]
+                assert value["n"] == len(ops) == len(set(ops))  # no increment lost in the value, none twice
+                lost_u += len(acked_u[ns] - set(ops))
+            for (ns, key), i in acked_w.items():
+                if mm.read(ns, key) != {"i": i, "by": key.rsplit("-", 1)[0]}:
+                    lost_w += 1
+        figures = {
+            "wait": wait,
+            "acknowledged_updates": sum(len(s) for s in acked_u.values()),
+            "acknowledged_writes": len(acked_w),
+            "lost_updates": lost_u,
+            "lost_writes": lost_w,
+            "failed_calls": dict(errors),
+            "unavailable_s": round(gap, 2),
+            "promoted_after_s": round(promoted_at - killed_at, 2),
+        }
+        print(json.dumps(figures))
+        return figures
+
+
 _shared: RedisCluster | None = None
 
 
@@ -280,4 +384,5 @@ def shared_cluster() -> RedisCluster:
     return _shared
 
 
-__all__ = ["CANDIDATES", "RedisCluster", "owner", "prefix_on_every_shard", "py_client", "shared_cluster", "spread"]
+__all__ = ["CANDIDATES", "RedisCluster", "owner", "prefix_on_every_shard", "py_client", "ready", "run_failover", "shared_cluster",
+           "spread", "worker"]
