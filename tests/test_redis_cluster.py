@@ -373,3 +373,31 @@ def test_langgraph_store_on_the_cluster(tmp_path: Path) -> None:
         assert store.get(("users", "u1"), "prefs") is None
     with MemoryStore(root=str(tmp_path / "other"), backend=url) as again:  # another host
         assert again.get(("users", "u2"), "prefs").value["n"] == 5
+
+
+def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
+    """wait=1 on one server (not a cluster) with a replica: a write returns
+    once the replica has it; with the replica stopped, NotReplicated."""
+    import redis
+    from tests.helpers.redis_server import RedisServer
+
+    with RedisServer(tmp_path / "primary") as primary:
+        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
+            deadline = time.monotonic() + 15
+            r = redis.Redis(host="127.0.0.1", port=replica.port)
+            while r.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica did not sync"
+                time.sleep(0.05)
+            url = primary.fresh_url(wait="1", wait_timeout="200")
+            with MemoryManager(None, backend=url) as mm:
+                mm.write("focus.slow", "a", {"v": 1})
+                prefix = mm.backend.prefix
+                assert r.hget(f"{prefix}r:focus.slow", "a") is not None  # on the replica when write() returned
+                replica.pause()
+                try:
+                    with pytest.raises(NotReplicated):
+                        mm.write("focus.slow", "a", {"v": 2})
+                finally:
+                    replica.resume()
+                assert mm.read("focus.slow", "a") == {"v": 2}
+            r.close()
