@@ -401,3 +401,32 @@ def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
                     replica.resume()
                 assert mm.read("focus.slow", "a") == {"v": 2}
             r.close()
+
+
+@pytest.mark.parametrize("wait", ["0", "1"])
+def test_a_manual_failover_is_followed_without_an_error(wait: str) -> None:
+    """CLUSTER FAILOVER on a replica (primary and replica swap, nothing lost):
+    the store's cached slot map is stale; the next write gets MOVED from the
+    old primary and follows it (redis-py's redirection, or the replicated
+    path's own), with no error to the caller."""
+    from tests.helpers.redis_cluster import _send
+
+    cluster = shared_cluster()
+    with MemoryManager(None, backend=cluster.fresh_url(wait=wait)) as mm:
+        mm.write("focus.slow", "a", 1)
+        client = py_client(cluster)
+        try:
+            primary = owner(client, KeyLayout(mm.backend.prefix, True).of("focus.slow").live)
+        finally:
+            client.close()
+        replica = cluster.replica_of(primary)
+        assert _send(replica, "CLUSTER", "FAILOVER").startswith(b"+OK")
+        deadline = time.monotonic() + 20
+        while cluster.role(replica) != "primary" or cluster.role(primary) != "replica":
+            assert time.monotonic() < deadline, "the manual failover did not happen"
+            time.sleep(0.05)
+        cluster.wait_ok(20)
+        for i in range(20):
+            mm.write("focus.slow", "a", i)
+            mm.update("focus.slow", "n", lambda v: (v or 0) + 1)
+        assert mm.read("focus.slow", "a") == 19 and mm.read("focus.slow", "n") == 20
