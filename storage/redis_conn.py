@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis
 from hrm_memory.errors import BackendUnavailable, CorruptRecord, InvalidArgument, MemoryStoreError, StorageError
 from redis.backoff import NoBackoff
-from redis.exceptions import ClusterDownError, TryAgainError
+from redis.exceptions import ClusterCrossSlotError, ClusterDownError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -135,6 +135,8 @@ def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None
             f"Redis at {shown}: a key of this store holds data it did not write ({text[:200]}) during {what}",
             namespace=namespace,
         )
+    if isinstance(exc, (MovedError, ClusterCrossSlotError)):  # a cluster node behind a redis:// URL
+        text = f"{text[:150]}; this server is a Redis Cluster node: use a redis+cluster:// URL"
     return StorageError(f"Redis at {shown} refused {what} ({kind}: {text[:200]})", namespace=namespace, path=shown)
 
 

@@ -430,3 +430,13 @@ def test_a_manual_failover_is_followed_without_an_error(wait: str) -> None:
             mm.write("focus.slow", "a", i)
             mm.update("focus.slow", "n", lambda v: (v or 0) + 1)
         assert mm.read("focus.slow", "a") == 19 and mm.read("focus.slow", "n") == 20
+
+
+def test_a_cluster_node_behind_a_plain_url_says_to_use_the_cluster_url() -> None:
+    from hrm_memory import StorageError
+
+    cluster = shared_cluster()
+    url = f"redis://127.0.0.1:{cluster.primaries()[0]}/0?prefix=t{uuid.uuid4().hex[:8]}:"
+    with pytest.raises(StorageError, match=r"redis\+cluster://"):
+        with MemoryManager(None, backend=url) as mm:
+            mm.write("focus.slow", "a", 1)
