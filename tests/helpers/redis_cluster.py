@@ -122,6 +122,9 @@ class RedisCluster:
             "--cluster-node-timeout", str(self.node_timeout_ms),
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
+            # a replica's full sync starts at once (Redis 7 waits 5 s by default
+            # for more replicas to share one diskless transfer)
+            "--repl-diskless-sync-delay", "0",
             "--daemonize", "no",
             "--logfile", str(d / "redis.log"),
         ]
