@@ -164,10 +164,18 @@ def report(tp: dict[str, dict[int, dict[str, float]]], ops: dict[str, dict[str, 
         "(client CPU, one more process per shard, the replicas' copying) than about how the cluster scales; "
         "on hosts with a core per shard the cluster's write throughput adds up per primary, which this "
         "machine cannot show.",
+        "Under this load the throughput rows move by up to 2x from one run to the next (4 client processes, "
+        "7 servers and the other sessions share 2 CPUs): read them as orders of magnitude, and the per-op table "
+        "(interleaved, with client CPU) for the comparison.",
         "**Per-op overhead of the cluster client, one process** (microseconds per op, median of interleaved "
         "runs; client CPU is this process's CPU time per op):",
         md_table(["op", "one server, wall", "cluster, wall", "cluster / one", "one server, client CPU",
                   "cluster, client CPU", "cluster - one, CPU"], op_rows),
+        "Where the cluster client's extra CPU goes: redis-py's cluster routing of every command (the key's "
+        "slot, the node that owns it, the command's routing policy). hrm-memory sends each script straight to its "
+        "slot's owner, the slot computed once per key name; without that, redis-py hashes all 6 keys of a write "
+        "twice per call (client CPU per write 147 us instead of 106 us, measured on its own with 2,000 writes). "
+        "The wall times add the cluster's own cost: each primary has a replica to feed.",
         "**A primary SIGKILLed under 4 writer processes** (`update()` increments and plain writes on one "
         "namespace per shard; one run per row, a fresh cluster each; `cluster-node-timeout` 1000 ms; the dead "
         "node restarted once its replica is promoted, and it rejoins as a replica; lost = acknowledged but not "
