@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import redis
 from hrm_memory.errors import BackendUnavailable, CursorExpired, InvalidArgument, InvalidCursor, NotReplicated
 from hrm_memory.records import Event
 from redis.backoff import NoBackoff
@@ -151,6 +152,8 @@ def connect_cluster(top: Topology) -> Any:
         kw.pop(name, None)
     if kw.pop("connection_class", None) is SSLConnection:
         kw["ssl"] = True
+    if int(redis.__version__.split(".")[0]) < 6:  # redis-py 5 retries by this count, not by ``retry``
+        kw["cluster_error_retry_attempts"] = 0
     try:
         return _Cluster(
             startup_nodes=[_Node(h, p) for h, p in top.nodes],
