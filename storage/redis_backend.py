@@ -1,18 +1,12 @@
 """The Redis backend: one store shared by processes on several hosts.
 
 ``RedisBackend`` implements :class:`hrm_memory.core.backend.Backend` on one Redis
-server (``MemoryManager(backend="redis://host:port/db")``). docs/redis.md has
-the setup, the guarantees per persistence setting and what differs from the
-file backend. Keys, all under one prefix (``hrm:`` by default; the URL's
-``?prefix=`` changes it, so stores can share a server):
-
-- ``<prefix>r:<namespace>``: hash, record key -> record blob (the live tier);
-- ``<prefix>c:<namespace>``: hash, the cold archive (same blobs);
-- ``<prefix>q:<namespace>``: hash, damaged blobs moved aside by ``check(fix=True)``;
-- ``<prefix>l:<namespace>``: the namespace's lease (a token, with an expiry);
-- ``<prefix>events``: the change stream; ``<prefix>namespaces``: set of the
-  namespaces that hold data; ``<prefix>decl`` / ``<prefix>declgen``: run-time
-  declarations and their change counter.
+server (``MemoryManager(backend="redis://host:port/db")``) or a Redis Cluster
+(``redis+cluster://host:port,host:port/0``: :mod:`.redis_cluster`). docs/redis.md
+has the setup, the guarantees per persistence setting and what differs from the
+file backend. Keys, all under one prefix (``hrm:`` by default; ``?prefix=``):
+:mod:`.redis_keys` (live records, archive, quarantine, lease, change stream,
+the set of namespaces, declarations).
 
 Record keys appear only as hash fields and inside values, never in key names.
 Every change is one Lua script (:mod:`hrm_memory.storage.redis_scripts`):
@@ -48,8 +42,10 @@ from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
 from redis.exceptions import RedisError, ResponseError
 
-from .redis_changes import NO_TRACE, RedisChangeLog
-from .redis_conn import Settings, command, connect, failure, parse
+from .redis_changes import NO_TRACE
+from .redis_cluster import change_log, fence, side_for, topology, write_command
+from .redis_conn import Settings, failure
+from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, decode
 from .redis_upkeep import check
 
@@ -68,13 +64,13 @@ class _Hold:
     and the state of its lease. The context manager ``lock()`` returns."""
 
     __slots__ = ("backend", "namespace", "live", "cold", "quarantine", "lock", "wait", "rlock", "owner", "depth", "leased",
-                 "cross")
+                 "cross", "stream", "nsset", "registered")
 
     def __init__(self, backend: RedisBackend, namespace: str) -> None:
-        p = backend.prefix
         self.backend = backend
         self.namespace = namespace
-        self.live, self.cold, self.quarantine, self.lock, self.wait = (f"{p}{t}:{namespace}" for t in "rcqlw")
+        self.live, self.cold, self.quarantine, self.lock, self.wait, self.stream, self.nsset = backend.layout.of(namespace)
+        self.registered = backend._cluster is None  # one server: the write script keeps the set of namespaces
         self.rlock = threading.RLock()
         self.owner = 0
         self.depth = 0
@@ -134,17 +130,17 @@ class RedisBackend:
     def __init__(
         self, url: str, *, prefix: str | None = None, lock_timeout: float = 10.0, signal_log: bool = True
     ) -> None:
-        self.settings: Settings = parse(url, prefix=prefix)
+        self.topology = topology(url, prefix=prefix)
+        self.settings: Settings = self.topology.settings
         self.prefix = self.settings.prefix
         self.lock_timeout = lock_timeout
         self._shown = self.settings.shown
-        self._client = connect(self.settings)
-        self._cmd = command(self._client)
-        p = self.prefix
-        self._stream, self._nsset, self._decl, self._declgen = p + "events", p + "namespaces", p + "decl", p + "declgen"
-        self.changes: RedisChangeLog | None = (
-            RedisChangeLog(self._client, self._stream, self.settings.stream_maxlen, self._shown) if signal_log else None
-        )
+        self.layout = KeyLayout(self.prefix, self.topology.cluster)
+        self._client, self._cmd, self._cluster = side_for(self.topology, self.layout)
+        self._wcmd = write_command(self.topology, self._client, self._cmd)  # write scripts (WAIT in wait=N mode)
+        lay = self.layout
+        self._stream, self._nsset, self._decl, self._declgen = lay.stream, lay.namespaces, lay.decl, lay.declgen
+        self.changes = change_log(self.topology, self._client, self._cmd, lay, signal_log)  # one stream, or one per ns
         self._maxlen = self.settings.stream_maxlen if signal_log else 0
         self._holds: dict[str, _Hold] = {}
         self._guard = threading.Lock()
@@ -272,7 +268,9 @@ class RedisBackend:
         h = self._holds.get(namespace) or self._hold(namespace)
         changes = self.changes
         head, tail = changes.entry_parts("write", namespace, key, self._trace_id()) if changes else (b"", b"")
-        keys = (h.live, h.lock, self._stream, self._nsset, h.cold, h.wait)
+        keys = (h.live, h.lock, h.stream, h.nsset, h.cold, h.wait)
+        if not h.registered and self._cluster is not None:
+            h.registered = self._cluster.register(self._wcmd, namespace)
         body = b"%08x" % zlib.crc32(value) + value
         created = "" if created_us is None else created_us
         deadline: float | None = None
@@ -280,7 +278,7 @@ class RedisBackend:
         while True:
             mode = "2" if h.leased and h.owner == _get_ident() else "1"
             try:
-                res = _PUT(self._cmd, keys, mode, self._token, key, body, now_us, min_version, created,
+                res = _PUT(self._wcmd, keys, mode, self._token, key, body, now_us, min_version, created,
                            self._maxlen, head, tail, namespace)
             except RedisError as exc:
                 raise failure(exc, "a write", self._shown, namespace) from None
@@ -303,7 +301,7 @@ class RedisBackend:
         while True:
             mode = "2" if h.leased and h.owner == _get_ident() else "1"
             try:
-                res = _DELETE(self._cmd, (h.live, h.lock, self._stream, h.cold, h.wait), mode, self._token, key, now_us,
+                res = _DELETE(self._wcmd, (h.live, h.lock, h.stream, h.cold, h.wait), mode, self._token, key, now_us,
                               self._maxlen, head, tail)
             except RedisError as exc:
                 raise failure(exc, "a delete", self._shown, namespace) from None
@@ -403,7 +401,7 @@ class RedisBackend:
             while True:
                 mode = "2" if h.leased and h.owner == _get_ident() else "1"
                 try:
-                    res = _ARCHIVE(self._cmd, (h.live, h.lock, self._stream, h.cold, h.wait), mode, self._token,
+                    res = _ARCHIVE(self._wcmd, (h.live, h.lock, h.stream, h.cold, h.wait), mode, self._token,
                                    self._maxlen, *args)
                 except RedisError as exc:
                     raise failure(exc, "archiving", self._shown, namespace) from None
@@ -436,16 +434,19 @@ class RedisBackend:
                 pipe.hlen(h.cold)
                 pipe.hlen(h.quarantine)
                 pipe.unlink(h.live, h.cold, h.quarantine)
-                pipe.srem(self._nsset, namespace)
+                pipe.srem(h.nsset, namespace)
                 cold, quarantined, _, _ = pipe.execute()
             except RedisError as exc:
                 raise failure(exc, "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
             counts["events"] = self._purge_events(namespace)
+            fence(self.topology, self._wcmd, h.wait, namespace)  # wait=N: a replica has the purge before it returns
         counts["rewrite"] = self._rewrite_files()
         return counts
 
     def _purge_events(self, namespace: str) -> int:
+        if self._cluster is not None:
+            return self._cluster.purge_events(namespace)
         if self.changes is None and not self._cmd("EXISTS", self._stream):
             return 0
         removed, start = 0, "-"
@@ -469,6 +470,8 @@ class RedisBackend:
 
     def _rewrite_files(self) -> int:
         """Ask Redis to rewrite its persistence files from the data as it is now."""
+        if self._cluster is not None:
+            return self._cluster.rewrite_files()
         try:
             conf = self._client.config_get("appendonly")
             started = 0
@@ -521,20 +524,22 @@ class RedisBackend:
 
     def declare(self, name: str, spec: dict[str, Any]) -> dict[str, Any] | None:
         try:
-            found = _DECLARE(self._cmd, (self._decl, self._declgen), name, orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
+            found = _DECLARE(self._wcmd, (self._decl, self._declgen), name, orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
         except RedisError as exc:
             raise failure(exc, "a declaration", self._shown, name) from None
         return None if found is None else self._spec(name, found)
 
     def undeclare(self, name: str) -> bool:
         try:
-            return bool(_UNDECLARE(self._cmd, (self._decl, self._declgen), name))
+            return bool(_UNDECLARE(self._wcmd, (self._decl, self._declgen), name))
         except RedisError as exc:
             raise failure(exc, "an undeclaration", self._shown, name) from None
 
     # -- maintenance ----------------------------------------------------------------
 
     def _namespaces(self) -> list[str]:
+        if self._cluster is not None:
+            return self._cluster.namespaces()
         try:
             return sorted(m.decode() for m in self._cmd("SMEMBERS", self._nsset))
         except RedisError as exc:
@@ -573,6 +578,7 @@ class RedisBackend:
             "lease_ms": self.settings.lease_ms,
             "stream_maxlen": self.settings.stream_maxlen,
             "change_log_gaps": self.changes.gaps if self.changes is not None else 0,
+            "cluster": self._cluster is not None, "wait": self.topology.wait,
         }
         try:
             conf = self._client.config_get("append*")
@@ -583,7 +589,8 @@ class RedisBackend:
 
     def close(self) -> None:
         self._client.close()
-        self._client.connection_pool.disconnect()
+        if self._cluster is None:
+            self._client.connection_pool.disconnect()
 
     def __repr__(self) -> str:
         return f"RedisBackend({self._shown!r}, prefix={self.prefix!r})"

@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis
 from hrm_memory.core.errors import BackendUnavailable, CorruptRecord, InvalidArgument, MemoryStoreError, StorageError
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterCrossSlotError, ClusterDownError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -117,7 +118,7 @@ def _url_timeouts(url: str) -> dict[str, float]:
 def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None) -> MemoryStoreError:
     """The typed error for a failed Redis call (``what``: the operation)."""
     kind = type(exc).__name__
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError)):  # cluster: failing over
         # BusyLoadingError (the server is loading its data after a restart)
         # is a ConnectionError in redis-py: unavailable for now, too.
         return BackendUnavailable(
@@ -134,6 +135,8 @@ def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None
             f"Redis at {shown}: a key of this store holds data it did not write ({text[:200]}) during {what}",
             namespace=namespace,
         )
+    if isinstance(exc, (MovedError, ClusterCrossSlotError)):  # a cluster node behind a redis:// URL
+        text = f"{text[:150]}; this server is a Redis Cluster node: use a redis+cluster:// URL"
     return StorageError(f"Redis at {shown} refused {what} ({kind}: {text[:200]})", namespace=namespace, path=shown)
 
 

@@ -311,7 +311,8 @@ class MemoryManager(Operations):
         A :class:`~hrm_memory.core.backend.Backend` to use instead of files under
         ``root`` (then ``root``, ``locking``, ``durability``, ``lock_timeout``,
         ``cache_size`` and ``signal_log`` are the backend's business), or a
-        ``redis://host:port/db`` URL: the Redis backend (docs/redis.md), with
+        ``redis://host:port/db`` URL: the Redis backend (docs/redis.md;
+        ``redis+cluster://host:port,host:port/0`` for a Redis Cluster), with
         ``lock_timeout`` and ``signal_log`` applied; its locks always reach
         across hosts and durability is the server's persistence setting.
     lock_timeout:
@@ -375,8 +376,8 @@ class MemoryManager(Operations):
         if isinstance(backend, str):
             # "redis://host:port/db[?prefix=...]": the Redis backend, imported
             # only when asked for (redis-py is the optional extra "redis").
-            if not backend.startswith(("redis://", "rediss://")):
-                raise InvalidArgument(f"backend= takes a Backend or a redis:// URL, not {backend[:40]!r}")
+            if not backend.startswith(("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")):
+                raise InvalidArgument(f"backend= takes a Backend or a redis:// (or redis+cluster://) URL, not {backend[:40]!r}")
             from hrm_memory.storage.redis_backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)

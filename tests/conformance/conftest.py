@@ -100,11 +100,29 @@ def _redis_async(root: Path) -> Any:
     return AsyncBridge(root, backend=_redis_url(root))
 
 
+def _redis_cluster_url(root: Path, query: str) -> str:
+    """The shared test Redis Cluster (3 primaries, 3 replicas), a key prefix
+    of this test's own."""
+    from tests.helpers.redis_cluster import shared_cluster
+
+    return f"{shared_cluster().url}?prefix=k{hashlib.sha1(str(root).encode()).hexdigest()[:16]}:{query}"
+
+
+def _redis_cluster_sync(root: Path) -> Any:
+    return MemoryManager(root, backend=_redis_cluster_url(root, "&wait=1"))  # the replicated mode
+
+
+def _redis_cluster_async(root: Path) -> Any:
+    return AsyncBridge(root, backend=_redis_cluster_url(root, ""))
+
+
 DRIVERS: dict[str, Callable[[Path], Any]] = {
     "file-sync": _sync,
     "file-async": _async,
     "redis-sync": _redis_sync,
     "redis-async": _redis_async,
+    "redis-cluster-sync": _redis_cluster_sync,
+    "redis-cluster-async": _redis_cluster_async,
 }
 
 

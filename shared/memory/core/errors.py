@@ -161,6 +161,14 @@ class BackendUnavailable(MemoryStoreError, ConnectionError):
     its answer was lost: read the record back before writing it again."""
 
 
+class NotReplicated(BackendUnavailable):
+    """A write in the replicated mode (``wait=N`` in a Redis URL) was applied
+    on the primary but not confirmed by N replicas within ``wait_timeout``
+    (attributes ``backend``, ``operation``, ``namespace``, ``acked``,
+    ``wanted``): it is there now, but a failover of that primary may lose
+    it. Read it back (or write it again) once the replicas are back."""
+
+
 class StorageError(MemoryStoreError, OSError):
     """The file system refused a write (disk full, read-only, permission).
 
@@ -187,6 +195,7 @@ __all__ = [
     "NamespaceConflict",
     "NamespaceInUse",
     "NoLegacyFiles",
+    "NotReplicated",
     "SchemaViolation",
     "StorageError",
     "StoreClosed",
