@@ -12,10 +12,9 @@ never committed. A small conftest points their stores at ``MemoryStore``:
 - ``InMemoryStore(index=..., ttl=...)`` becomes a ``MemoryStore`` on a fresh
   temporary root;
 - ``SqliteStore.from_conn_string(conn, index=..., ttl=...)`` (and the async
-  twin) yields a ``MemoryStore`` whose root is beside the SQLite file (or
-  temporary for ``":memory:"``); ``setup()`` does nothing; the async twin's
-  ``sweep_ttl`` / ``start_ttl_sweeper`` / ``stop_ttl_sweeper`` are awaited, as
-  AsyncSqliteStore's are.
+  twin: an ``AsyncMemoryStore``, whose TTL methods are coroutines as
+  AsyncSqliteStore's are) yields a store whose root is beside the SQLite file
+  (or temporary for ``":memory:"``); ``setup()`` does nothing.
 
 The suites run in a subprocess with their own pytest configuration; this test
 asserts the number passed and that only the tests listed in ``DESELECTED`` (each
@@ -86,7 +85,7 @@ import tempfile
 
 import pytest
 
-from hrm_memory.integrations.langgraph import MemoryStore
+from hrm_memory.integrations.langgraph import AsyncMemoryStore, MemoryStore
 
 _OPEN = []
 
@@ -124,8 +123,9 @@ class HrmSqliteStore(MemoryStore):
         pass
 
 
-class HrmAsyncSqliteStore(MemoryStore):
-    """AsyncSqliteStore.from_conn_string(...): the same, with its coroutine TTL methods."""
+class HrmAsyncSqliteStore(AsyncMemoryStore):
+    """AsyncSqliteStore.from_conn_string(...) -> an AsyncMemoryStore beside the
+    SQLite file: only the constructor is adapted; the TTL coroutines are the store's own."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -135,20 +135,11 @@ class HrmAsyncSqliteStore(MemoryStore):
         try:
             yield store
         finally:
-            await asyncio.to_thread(store.close)
+            await store.aclose()
             shutil.rmtree(root, ignore_errors=True)
 
     async def setup(self):
         pass
-
-    async def sweep_ttl(self):
-        return await self.asweep_ttl()
-
-    async def start_ttl_sweeper(self, sweep_interval_minutes=None):
-        return MemoryStore.start_ttl_sweeper(self, sweep_interval_minutes)
-
-    async def stop_ttl_sweeper(self, timeout=None):
-        return await asyncio.to_thread(MemoryStore.stop_ttl_sweeper, self, timeout)
 
 
 PATCHES = {

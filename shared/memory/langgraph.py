@@ -1,6 +1,6 @@
 """The LangGraph store's documented import path; it lives in
 :mod:`hrm_memory.integrations.langgraph`."""
 
-from hrm_memory.integrations.langgraph import DEFAULT_NAMESPACE, MemoryStore
+from hrm_memory.integrations.langgraph import DEFAULT_NAMESPACE, AsyncMemoryStore, MemoryStore
 
-__all__ = ["DEFAULT_NAMESPACE", "MemoryStore"]
+__all__ = ["DEFAULT_NAMESPACE", "AsyncMemoryStore", "MemoryStore"]

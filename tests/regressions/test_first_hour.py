@@ -202,3 +202,42 @@ def providers(module: str, owners: dict[str, list[str]]) -> set[str]:
         if any(str(f) in (f"{path}.py", f"{path}/__init__.py") or str(f).startswith(f"{path}/") for f in files):
             found.add(dist.lower().replace("_", "-"))
     return found
+
+
+def test_the_readme_api_block_runs_as_written(tmp_path: Path) -> None:
+    """The README's API block is a program: it runs in a fresh process, as pasted."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## The API in short"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    done = subprocess.run([sys.executable, "-c", block.group(1)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "HRM_MEMORY_ROOT": str(tmp_path / "default")})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_readme_namespace_table_and_consent_status_agree(tmp_path: Path) -> None:
+    """Each namespace's consent category in the README's table is its seed
+    declaration's, and ``consent status`` lists it under that category."""
+    import re
+
+    from hrm_memory.namespaces import seed
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \| (\w+) \| [^|]* \| ([^|]*) \|", readme, re.M)
+    table = {name: consent.strip() for name, _, consent in rows}
+    specs = {s.name: s for s in seed()}
+    assert set(table) == set(specs)
+    code, out, _ = cli("--root", str(tmp_path / "s"), "consent", "status")
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    for name, spec in specs.items():
+        shown = table[name]
+        assert (shown == "-") == (spec.consent is None), name
+        if spec.consent is not None:
+            assert shown.split()[0] == spec.consent, name
+            assert name in lines[spec.consent], f"{name} is missing from 'consent status' under {spec.consent}"

@@ -239,8 +239,12 @@ def cmd_consent(mm: MemoryManager, args: argparse.Namespace) -> int:
         if args.json:
             print(_dump(status))
         else:
+            # A hot namespace's category gates nothing on disk (it is never
+            # persisted, granted or not): listed, and said so.
+            hot = {c: [f"{s.name} (hot: memory only either way)" for s in mm.namespaces()
+                       if s.consent == c and s.tier == "hot"] for c in status}
             rows = [
-                {"category": c, "granted": g, "namespaces": ", ".join(mm.consent.namespaces(c)) or "-"}
+                {"category": c, "granted": g, "namespaces": ", ".join(mm.consent.namespaces(c) + hot[c]) or "-"}
                 for c, g in status.items()
             ]
             print(table(rows, ["category", "granted", "namespaces"]))

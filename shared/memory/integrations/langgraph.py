@@ -581,4 +581,77 @@ class MemoryStore(BaseStore):
         return self._sweeper.stop(timeout)
 
 
-__all__ = ["DEFAULT_NAMESPACE", "MemoryStore"]
+class AsyncMemoryStore(BaseStore):
+    """:class:`MemoryStore` in the shape of LangGraph's async stores
+    (``AsyncSqliteStore``, ``AsyncPostgresStore``): ``sweep_ttl``,
+    ``start_ttl_sweeper`` and ``stop_ttl_sweeper`` are coroutines, and it is
+    an async context manager. It holds a :class:`MemoryStore` (``.store``,
+    built from the same arguments) and hands it every operation; the sync
+    methods work too, from any thread."""
+
+    supports_ttl: bool = True
+
+    def __init__(self, manager: MemoryManager | None = None, **options: Any) -> None:
+        self.store = MemoryStore(manager, **options)
+        self.ttl_config = self.store.ttl_config
+        self._sweep_task: asyncio.Task[None] | None = None
+
+    @property
+    def manager(self) -> MemoryManager:
+        return self.store.manager
+
+    def __getattr__(self, name: str) -> Any:
+        # what else a caller reads of a store (index_config, embeddings, namespace, ...) is the MemoryStore's
+        if name.startswith("__") or name == "store":
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self.store.batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self.store.abatch(ops)
+
+    async def sweep_ttl(self) -> int:
+        """Delete every expired item now (on a worker thread); return how many."""
+        return await self.store.asweep_ttl()
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
+        """Start the periodic sweep (:meth:`MemoryStore.start_ttl_sweeper`);
+        the task completes when the sweeper stops."""
+        future = self.store.start_ttl_sweeper(sweep_interval_minutes)
+
+        async def stopped() -> None:
+            await asyncio.wrap_future(future)
+
+        task = self._sweep_task = asyncio.create_task(stopped())
+        return task
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the periodic sweep; True once it has stopped (or none was running)."""
+        return await asyncio.to_thread(self.store.stop_ttl_sweeper, timeout)
+
+    async def aclose(self) -> None:
+        """Stop the sweeper and close the store (and its manager if it opened it)."""
+        await asyncio.to_thread(self.store.close)
+
+    def close(self) -> None:
+        self.store.close()
+
+    async def __aenter__(self) -> AsyncMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> AsyncMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncMemoryStore({self.store!r})"
+
+
+__all__ = ["DEFAULT_NAMESPACE", "AsyncMemoryStore", "MemoryStore"]
