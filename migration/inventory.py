@@ -206,12 +206,29 @@ def no_legacy_message(base: Path) -> str:
     above = next((p for p in [base, *base.resolve().parents] if p.name in LEGACY_FOLDERS), None)
     if above is not None:
         return f"{msg}; {base} is inside a legacy tree: pass {above.parent} instead"
-    below = legacy_roots_below(base)
+    # Only a folder that would be accepted is suggested (a folder named like
+    # the legacy trees may hold something else: the adapters' code, say).
+    below = [p for p in legacy_roots_below(base) if _holds_legacy_files(p)]
     if len(below) == 1:
         return f"{msg}; {below[0]} holds the legacy layout: pass {below[0]} instead"
     if below:
-        return f"{msg}; these folders hold the legacy layout, pass one of them: " + ", ".join(str(p) for p in below)
+        shown = "".join(f"\n  {p}" for p in below[:SUGGESTED])
+        more = f"\n  ... and {len(below) - SUGGESTED} more" if len(below) > SUGGESTED else ""
+        return f"{msg}; {len(below)} folders under it hold a legacy layout, pass one of them:{shown}{more}"
     return msg
+
+
+#: At most this many folders are suggested by name.
+SUGGESTED = 5
+
+
+def _holds_legacy_files(folder: Path) -> bool:
+    """``folder`` holds at least one file the legacy layout knows (what check_root asks)."""
+    try:
+        rels, _ = list_files(folder)
+    except OSError:
+        return False
+    return any(place_of(rel) for rel in rels)
 
 
 def check_root(root: str | os.PathLike[str]) -> tuple[list[str], list[str]]:

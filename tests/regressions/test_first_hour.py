@@ -241,3 +241,32 @@ def test_the_readme_namespace_table_and_consent_status_agree(tmp_path: Path) -> 
         if spec.consent is not None:
             assert shown.split()[0] == spec.consent, name
             assert name in lines[spec.consent], f"{name} is missing from 'consent status' under {spec.consent}"
+
+
+LEGACY_DATA = Path(__file__).resolve().parents[3] / "shared" / "legacy" / "data"
+
+
+def test_migrate_plan_suggests_only_a_folder_it_would_accept() -> None:
+    """The repository root holds adapters/the_assist (code, not legacy data):
+    it is not suggested, since passing it is refused too."""
+    repo = Path(__file__).resolve().parents[2]
+    code, _, err = cli("--root", "/nonexistent-never-opened", "migrate", "plan", str(repo))
+    assert code == 2 and "no legacy file recognised" in err
+    assert "pass " not in err.split("shared/legacy/data)")[-1]
+
+
+def test_migrate_plan_lists_several_legacy_trees_briefly(tmp_path: Path) -> None:
+    import shutil
+
+    if not LEGACY_DATA.is_dir():
+        pytest.skip(f"the legacy data is not at {LEGACY_DATA}")
+    source = LEGACY_DATA / "the_assist" / "feedback" / "log.json"
+    for i in range(30):
+        target = tmp_path / f"copy{i:02d}" / "the_assist" / "feedback"
+        target.mkdir(parents=True)
+        shutil.copy(source, target / "log.json")
+    code, _, err = cli("--root", str(tmp_path / "store"), "migrate", "plan", str(tmp_path))
+    assert code == 2 and "30 folders under it hold a legacy layout" in err and "and 25 more" in err
+    assert len(err) < 1500 and max(len(line) for line in err.splitlines()) < 300
+    code, _, _ = cli("--root", str(tmp_path / "store"), "migrate", "plan", str(tmp_path / "copy07"))
+    assert code == 0  # a suggested folder is accepted
