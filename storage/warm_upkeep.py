@@ -107,7 +107,7 @@ class Upkeep:
             # Nothing can have been appended to the old file since the scan:
             # every append holds the writer gate, which we hold exclusively. A
             # process whose descriptor still points at the old file finds it
-            # unlinked after its write and writes the record again (_append).
+            # unlinked after its write and writes the record again (BucketFiles.append).
             self.files.close_fd(b)
             reclaimed = old_size - pos
             b.reset()
@@ -119,7 +119,7 @@ class Upkeep:
             return reclaimed
 
     def save_indexes(self, buckets: list[Bucket]) -> None:
-        """``_save_index`` of each bucket (at close). The buckets that may get
+        """``save_index`` of each bucket (at close). The buckets that may get
         one are noted in ``run/`` first, in one write, as a writer notes its
         buckets: if this process dies part-way, the next one removes its temp
         files (a reader too writes indexes). Never raises."""
