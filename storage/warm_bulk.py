@@ -1,81 +1,29 @@
-"""Warm tier, bulk side: archive markers, scans, key lists and stats.
+"""Warm tier, bulk reads: scans, key lists and stats.
 
-``WarmTier`` (``warm.py``) inherits ``WarmBulk`` from here. Every method
-needs a bucket's whole index, so each first makes sure it has one
-(``_full``): a bucket read through its persisted index (``bucket_index.py``)
-knows its keys only one at a time, and is scanned once here.
+Every method needs a bucket's whole index, so each first makes sure it has
+one (``BucketFiles.full``): a bucket read through its persisted index
+(``bucket_index.py``) knows its keys only one at a time, and is scanned once
+here.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from hrm_memory.core.errors import CorruptRecord
 from hrm_memory.core.records import Stored
 
 from .fsutil import storage_error
-from .locks import NamespaceLocks
-from .warm_format import bucket_of, encode_line, parse_line
-from .warm_upkeep import Entry, _Bucket
+from .warm_files import BucketFiles
+from .warm_format import parse_line
 
 
-class WarmBulk:
-    """The bulk half of ``warm.WarmTier`` (its only user); no state of its own."""
+class BulkReads:
+    """The reads of one warm tier that walk whole namespaces; no state of its own."""
 
-    locks: NamespaceLocks
-
-    if TYPE_CHECKING:
-
-        def _bucket(self, namespace: str, index: int) -> _Bucket: ...
-
-        def _buckets_of(self, namespace: str) -> list[_Bucket]: ...
-
-        def _refresh(self, b: _Bucket) -> bool: ...
-
-        def _full(self, b: _Bucket) -> bool: ...
-
-        def _lookup(self, b: _Bucket, key: str) -> Entry | None: ...
-
-        def _append(self, namespace: str, b: _Bucket, line: bytes) -> int: ...
-
-        def _open_existing(self, b: _Bucket) -> int: ...
-
-        def _maybe_compact(self, namespace: str, b: _Bucket) -> None: ...
-
-        def namespaces(self) -> list[str]: ...
-
-    def mark_archived(self, namespace: str, items: list[tuple[str, int, bytes]]) -> list[str]:
-        """Record that each ``(key, version, location)`` now lives in the cold
-        tier at ``location``; skip keys that changed since. Returns the keys
-        marked. One write (and one sync) per bucket, not per record."""
-        by_bucket: dict[int, list[tuple[str, int, bytes]]] = {}
-        for item in items:
-            by_bucket.setdefault(bucket_of(item[0]), []).append(item)
-        marked: list[str] = []
-        for idx, group in sorted(by_bucket.items()):
-            b = self._bucket(namespace, idx)
-            with self.locks.thread_lock(namespace), b.lock:
-                self._refresh(b)
-                lines: list[bytes] = []
-                olds: list[tuple[str, Entry]] = []
-                for key, version, location in group:
-                    old = self._lookup(b, key)
-                    if old is None or old[0] != "p" or old[1] != version:
-                        continue
-                    lines.append(encode_line("a", key, version, old[2], old[3], location))
-                    olds.append((key, old))
-                if not lines:
-                    continue
-                pos = self._append(namespace, b, b"".join(lines))
-                for (key, old), line in zip(olds, lines):
-                    b.garbage += old[5] + 2
-                    b.index[key] = ("a", old[1], old[2], old[3], pos + 1, len(line) - 2)
-                    pos += len(line)
-                    marked.append(key)
-                self._maybe_compact(namespace, b)
-        return marked
+    def __init__(self, files: BucketFiles) -> None:
+        self.files = files
 
     def scan(self, namespace: str, *, archived: bool = False, strict: bool = True) -> Iterator[Stored]:
         """Live records of ``namespace``; archived markers too when ``archived``.
@@ -85,9 +33,9 @@ class WarmBulk:
         whose key is unreadable, raises :class:`CorruptRecord` rather than
         serving an older version (issue 14, item 6). Maintenance (archive,
         caps, purge, check) scans with ``strict=False`` and skips them."""
-        for b in self._buckets_of(namespace):
+        for b in self.files.buckets_of(namespace):
             with b.lock:
-                if not self._full(b):
+                if not self.files.full(b):
                     continue
                 wanted = ("p", "a") if archived else ("p",)
                 if strict:
@@ -107,7 +55,7 @@ class WarmBulk:
                     continue
                 lo = entries[0][1][4]
                 hi = entries[-1][1][4] + entries[-1][1][5]
-                fd = b.fd if b.fd is not None else self._open_existing(b)
+                fd = b.fd if b.fd is not None else self.files.open_existing(b)
                 try:
                     data = os.pread(fd, hi - lo, lo)
                 except OSError as exc:
@@ -131,19 +79,19 @@ class WarmBulk:
         as the backend protocol says (it returned the version second and the
         creation time third, which recall's reconcile read as the update time)."""
         out: list[tuple[str, int, int]] = []
-        for b in self._buckets_of(namespace):
+        for b in self.files.buckets_of(namespace):
             with b.lock:
-                self._full(b)
+                self.files.full(b)
                 out.extend((k, e[2], e[3]) for k, e in b.index.items() if e[0] == "p")
         return out
 
     def stats(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for ns in self.namespaces():
+        for ns in self.files.namespaces():
             live = archived = deleted = size = 0
-            for b in self._buckets_of(ns):
+            for b in self.files.buckets_of(ns):
                 with b.lock:
-                    self._full(b)
+                    self.files.full(b)
                     size += b.size + b.tail
                     for e in b.index.values():
                         if e[0] == "p":

@@ -1,18 +1,17 @@
 """Warm tier, check side: ``check(fix)`` of buckets and their persisted indexes.
 
-``WarmTier`` (``warm.py``) inherits ``WarmCheck`` from here. A check scans
-every bucket afresh (never the cached or persisted index) and reports, and
-with ``fix`` repairs: damaged lines and torn tails (moved to quarantine by a
-compaction), loose permissions, stray files, lines in a bucket their key
-does not hash to and old lines replayed (issue 14, item 7), and persisted
-indexes that are damaged or untrue to their bucket file (issue 13).
+A check scans every bucket afresh (never the cached or persisted index) and
+reports, and with ``fix`` repairs: damaged lines and torn tails (moved to
+quarantine by a compaction), loose permissions, stray files, lines in a
+bucket their key does not hash to and old lines replayed (issue 14, item 7),
+and persisted indexes that are damaged or untrue to their bucket file
+(issue 13).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hrm_memory.core.records import Finding
 
@@ -20,36 +19,26 @@ from . import bucket_index
 from .bucket_index import Persisted
 from .fsutil import FILE_MODE, NOFOLLOW, quarantine, storage_error
 from .locks import NamespaceLocks
+from .warm_files import Bucket, BucketFiles, Entry
 from .warm_format import Misfit, audit, lines, parse_line
-from .warm_upkeep import Entry, _alive, _Bucket
+from .warm_notes import alive_pid
+from .warm_upkeep import Upkeep
 
 
-class WarmCheck:
-    """The check half of ``warm.WarmTier`` (its only user); no state of its own."""
+class Checker:
+    """``check(fix)`` of one warm tier: it reads the buckets through ``files``
+    and has ``upkeep`` compact the ones it repairs; no state of its own."""
 
-    store_root: Path
-    root: Path
-    locks: NamespaceLocks
-
-    if TYPE_CHECKING:
-
-        def _bucket(self, namespace: str, index: int) -> _Bucket: ...
-
-        def _refresh(self, b: _Bucket) -> bool: ...
-
-        def _reload(self, b: _Bucket, use_index: bool = True) -> bool: ...
-
-        def _lookup(self, b: _Bucket, key: str) -> Entry | None: ...
-
-        def _append(self, namespace: str, b: _Bucket, line: bytes) -> int: ...
-
-        def compact_bucket(self, namespace: str, b: _Bucket, *, wait: bool = True) -> int: ...
-
-        def namespaces(self) -> list[str]: ...
+    def __init__(self, store_root: Path, *, files: BucketFiles, upkeep: Upkeep, locks: NamespaceLocks) -> None:
+        self.store_root = store_root
+        self.root = files.root
+        self.files = files
+        self.upkeep = upkeep
+        self.locks = locks
 
     def check(self, fix: bool = False) -> list[Finding]:
         findings: list[Finding] = []
-        for namespace in self.namespaces():
+        for namespace in self.files.namespaces():
             ns_dir = self.root / namespace
             if ns_dir.is_symlink():
                 continue  # reported (and never followed) by the store-wide symlink check
@@ -62,7 +51,7 @@ class WarmCheck:
                     continue
                 if name.startswith(".") and name.endswith((".tmp", ".compact")):
                     owner = name.rsplit(".", 2)[-2]
-                    if owner.isdigit() and _alive(int(owner)):
+                    if owner.isdigit() and alive_pid(int(owner)):
                         continue  # a compaction in progress in a live process
                     findings.append(
                         Finding("stray-temp", str(path), "temporary file of a dead process", namespace, fixed=fix)
@@ -83,11 +72,11 @@ class WarmCheck:
 
     def _check_bucket(self, namespace: str, idx: int, fix: bool) -> list[Finding]:
         findings: list[Finding] = []
-        b = self._bucket(namespace, idx)
+        b = self.files.bucket(namespace, idx)
         with self.locks.hold(namespace, cross_process=fix), b.lock:
             # A fresh scan, not the cached or persisted index: check must see
             # today's bytes.
-            if not self._reload(b, use_index=False):
+            if not self.files.reload(b, use_index=False):
                 return findings  # removed while we looked
             mode = os.fstat(b.fd).st_mode & 0o777 if b.fd is not None else FILE_MODE
             if mode & 0o077:
@@ -151,13 +140,13 @@ class WarmCheck:
             if fix and (misplaced or replayed):
                 self._rehome(namespace, b, misplaced, replayed, current)
             if fix and (b.corrupt or b.tail or misplaced or replayed):
-                self.compact_bucket(namespace, b)
+                self.upkeep.compact_bucket(namespace, b)
         return findings
 
     def _rehome(
         self,
         namespace: str,
-        b: _Bucket,
+        b: Bucket,
         misplaced: list[Misfit],
         replayed: list[Misfit],
         current: dict[str, tuple[int, bytes]],
@@ -189,18 +178,18 @@ class WarmCheck:
         for m, line in newest.values():
             homes.setdefault(m.home, []).append((m, line))
         for home, group in sorted(homes.items()):
-            hb = self._bucket(namespace, home)
+            hb = self.files.bucket(namespace, home)
             with hb.lock:
-                self._refresh(hb)
+                self.files.refresh(hb)
                 moving: list[tuple[Entry, str, bytes]] = []
                 for m, line in group:
-                    e = self._lookup(hb, m.key)
+                    e = self.files.lookup(hb, m.key)
                     entry = _entry_of(line)
                     if entry is not None and (e is None or (e[0] != "x" and m.version > e[1])):
                         moving.append((entry, m.key, line))
                 if not moving:
                     continue
-                pos = self._append(namespace, hb, b"".join(b"\n" + line + b"\n" for _, _, line in moving))
+                pos = self.files.append(namespace, hb, b"".join(b"\n" + line + b"\n" for _, _, line in moving))
                 for entry, key, line in moving:
                     old = hb.index.get(key)
                     if old is not None:
@@ -222,7 +211,7 @@ class WarmCheck:
         The fix removes it; the bucket is scanned instead until the next
         compaction or close writes a new one."""
         findings: list[Finding] = []
-        b = self._bucket(namespace, int(path.name[:2], 16))
+        b = self.files.bucket(namespace, int(path.name[:2], 16))
         with self.locks.hold(namespace, cross_process=fix), b.lock:
             try:
                 mode = os.lstat(path).st_mode & 0o777
@@ -249,7 +238,7 @@ class WarmCheck:
                     b.idx_covered = -1
         return findings
 
-    def _index_disagrees(self, b: _Bucket, persisted: Persisted, identity: tuple[int, int, int]) -> str | None:
+    def _index_disagrees(self, b: Bucket, persisted: Persisted, identity: tuple[int, int, int]) -> str | None:
         """Why ``persisted`` (of ``b``'s current file) is wrong, or None."""
         dev, ino, covered = identity
         try:

@@ -306,8 +306,8 @@ def test_open_reads_no_data(root: Path) -> None:
             mm.write("reasoning.strategies", f"k{i}", i)
     mm = MemoryManager(root)
     try:
-        assert mm.backend.warm._buckets == {}  # nothing indexed until first use
+        assert mm.backend.warm.files.buckets == {}  # nothing indexed until first use
         assert mm.read("reasoning.strategies", "k7") == 7
-        assert len(mm.backend.warm._buckets) == 1
+        assert len(mm.backend.warm.files.buckets) == 1
     finally:
         mm.close()

@@ -39,7 +39,7 @@ def fill(root: Path, gen: int = 1, n: int = N) -> None:
 
 
 def bucket(mm: MemoryManager, idx: int):  # type: ignore[no-untyped-def]
-    return mm.backend.warm._bucket(NS, idx)  # type: ignore[attr-defined]
+    return mm.backend.warm.files.bucket(NS, idx)  # type: ignore[attr-defined]
 
 
 def idx_files(root: Path) -> list[Path]:
@@ -134,7 +134,7 @@ def test_forged_index_is_reported_by_check(root: Path) -> None:
     with open_mm(root) as mm:
         b = bucket(mm, 9)
         mm.read(NS, "k0")  # any read, so that the manager is fully open
-        assert mm.backend.warm._full(b)  # type: ignore[attr-defined]
+        assert mm.backend.warm.files.full(b)  # type: ignore[attr-defined]
         keys = list(b.index)[1:]
         offs = [b.index[k][4] for k in keys]
         fd = os.open(b.path, os.O_RDONLY)

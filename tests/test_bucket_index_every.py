@@ -37,7 +37,7 @@ def open_mm(root: Path) -> MemoryManager:
 
 
 def bucket(mm: MemoryManager, key: str):  # type: ignore[no-untyped-def]
-    return mm.backend.warm._bucket(NS, bucket_of(key))  # type: ignore[attr-defined]
+    return mm.backend.warm.files.bucket(NS, bucket_of(key))  # type: ignore[attr-defined]
 
 
 def log_and_index(root: Path, key: str) -> tuple[Path, Path]:

@@ -532,9 +532,9 @@ def _raw_version(mm: MemoryManager, ns: str, key: str) -> int:
     """The key's version including a tombstone (get_record hides deleted keys)."""
     from hrm_memory.storage.warm import bucket_of
 
-    b = mm.backend.warm._bucket(ns, bucket_of(key))
+    b = mm.backend.warm.files.bucket(ns, bucket_of(key))
     with b.lock:
-        mm.backend.warm._refresh(b)
+        mm.backend.warm.files.refresh(b)
         e = b.index.get(key)
     return 0 if e is None else e[1]
 

@@ -57,18 +57,18 @@ def test_item11_close_waits_for_a_write_in_flight(tmp_path: Path, monkeypatch: o
     typed; never land in one of those files."""
     import pytest
 
-    from hrm_memory.storage import warm
+    from hrm_memory.storage import warm_files
 
     inside, go_on = threading.Event(), threading.Event()
-    real = warm.WarmTier._append
+    real = warm_files.BucketFiles.append
 
-    def paused(self: warm.WarmTier, namespace: str, b: object, line: bytes) -> int:
+    def paused(self: warm_files.BucketFiles, namespace: str, b: object, line: bytes) -> int:
         inside.set()
         go_on.wait(5)
         return real(self, namespace, b, line)  # type: ignore[arg-type]
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(warm.WarmTier, "_append", paused)
+    mp.setattr(warm_files.BucketFiles, "append", paused)
     try:
         root = tmp_path / "store"
         mm = MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NS)])
