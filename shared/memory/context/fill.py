@@ -96,7 +96,7 @@ def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: d
     # The fill depends on nothing else: a session's renders of an unchanged
     # store reuse it (copies out, so a caller's edits cannot reach the cache).
     key = (budget, tuple(plan), tuple(sorted(legend_map.items())),
-           tuple((name, tuple((e.text, e.join is not None) for e in pool)) for name, pool in by_section.items()))
+           tuple((name, tuple((e.text, e.join) for e in pool)) for name, pool in by_section.items()))
     hit = _FILLS.get(key)
     if hit is None:
         hit = _fill_uncached(plan, by_section, legend_map, budget)
@@ -107,12 +107,12 @@ def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: d
     return text, used, list(figures), omitted, dict(legend), [by_section[name][i] for name, i in at]
 
 
-def _order(e: Entry) -> tuple[bool, tuple[Any, ...]]:
-    """A section's order: its compact entries (codes, ``name(role):topic``:
-    one word-like run each, see :func:`_joinable`) before its prose, each in
-    rank order. A compact entry is a whole fact in a few tokens, the overview
-    a store keeps of itself; prose is the detail, shown as the budget allows."""
-    return _prepared(e.text)[1], e.rank
+def _order(e: Entry) -> tuple[int, tuple[Any, ...]]:
+    """A section's order: by size class (tokens' power of two: a word, a
+    phrase, a sentence, a paragraph), then rank. At a tight budget the
+    entries that say a whole fact in a few tokens come first; within a class
+    the rank (newest, strongest) decides."""
+    return _prepared(e.text)[1].bit_length(), e.rank
 
 
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
