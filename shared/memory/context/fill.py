@@ -1,12 +1,28 @@
 """Context, the fill: whole entries into sections within a token budget.
 
-:func:`fill` takes the entries of a render (each a section and a text, in
-rank order) and lays them out: each section up to its share of the budget,
-whole entries only (one that does not fit is skipped, the next may fit),
-near-duplicates shown once, a ``… N more not shown`` footer counted inside,
-the legend of the codes that appear last. Its figures are exact o200k
-counts: of each line with its newline, and of the whole text (see
-:func:`_text_tokens`).
+:func:`fill` takes the entries of a render (each a section, a text, a rank
+and a join key) and lays them out (:func:`_fill_uncached`):
+
+- **Order.** Each section's entries by size class (a word, a phrase, a
+  sentence, a paragraph: the power of two of their tokens), then rank.
+- **Shares, no stranding.** Sections take turns by weight (tokens used /
+  weight); one that runs out of entries drops out and what it leaves goes to
+  the others; an entry that does not fit is left out, the next may fit.
+- **Top-up.** The entries left out are tried again in priority order with
+  the exact change each makes (its line or its share of a line, the header
+  of an empty section, the footer's count): at the end no entry left out
+  would fit in what remains.
+- **Lines.** No bullets. Word-like entries of one join key (codes,
+  ``name(role):topic``) next to each other share a line, joined by a space;
+  prose keeps a line. Each section that left entries out ends with ``+N
+  more``, inside the budget. Near-duplicates (Jaccard >= 0.8 of stemmed
+  words) are shown once.
+- **Legend.** Meanings of the codes that appear, shortest first, in what the
+  entries left; never at an entry's expense.
+
+Its figures are exact o200k counts: the text is its lines each closed by a
+newline, and its count the sum of its lines' (see :data:`_O200K_SPLIT`); an
+entry sharing a line costs ``count(" " + text)`` (see :func:`_joinable`).
 
 What a render repeats is kept between renders, so a render right after one
 record changed costs what that record's lines cost, not what the whole

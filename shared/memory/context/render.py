@@ -2,7 +2,7 @@
 
 ``mm.context(hrm, budget=2000, query=None)`` returns a :class:`Context`:
 Markdown ``text``, its ``tokens`` (o200k, everything counted: headers,
-bullets, footers, legend), the figures of each section and what was left out.
+footers, legend), the figures of each section and what was left out.
 
 How it is built (:meth:`ContextRenderer.context`):
 
@@ -17,22 +17,31 @@ How it is built (:meth:`ContextRenderer.context`):
    every render that shows its lines; in between, the synced index's word
    that the version is current stands for records only counted in a footer.
    With ``query``, a recalled section leads.
-2. **Entries.** Each record becomes one entry per item (a list item, a person,
-   a scored code at or above :data:`SHOW_SCORE`), flattened to one line;
-   long entries are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO timestamps are
-   shortened (``today``, ``3d ago``, ``Jan 9``, ``Jan 9 2025``); strings the
-   namespace's codec has a code for are written as the code.
+2. **Entries, by the kind of value** (:class:`_Format`), for density: no
+   bullets, no field names (a number keeps its name, ``n=3``); a list gives
+   an entry per item; a scored map the codes at or above :data:`SHOW_SCORE`,
+   strongest first; a map of records ``name(role):rest`` per key (a
+   person: ``gaurav(wk):q1_planning``, ``Bella(daughter): cheer
+   competitions``); an entity record under its key the same; long entries
+   are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO dates and
+   timestamps shortened (``today``, ``yesterday``, ``3d ago``, ``Jan 9``,
+   ``Jan 9 2025``); strings the namespace's codec has a code for are
+   written as the code (lossless: ``mm.expand`` gives the readable form).
 3. **Dedup.** An entry whose stemmed words are a near-duplicate (Jaccard >=
    0.8) of one already taken is dropped, across sections.
-4. **Fill.** Sections in order, each up to its share of the budget (unused
-   share flows on), whole entries only: an entry that does not fit is
-   skipped, the next may still fit; a section that leaves entries out ends
-   with ``… N more not shown``, counted inside the budget. A legend of the
-   codes that appear (and only those) comes last, if it fits.
-5. **Exact.** ``tokens`` is the o200k count of the whole text: the sum of
-   its lines' counts where o200k's split pattern provably cuts at every line
-   break, else the text counted again; should that be over the budget,
-   entries are dropped from the end until it fits. ``tokens <= budget`` always.
+4. **Fill** (:func:`~hrm_memory.context.fill.fill`). Sections in priority
+   order (:data:`SECTIONS`: now, goals and commitments, people, patterns,
+   history) take turns by weight over their entries, smallest size class
+   first; what one leaves goes to the others, and a last pass takes any
+   entry left out that still fits, so no left-out entry would fit in what
+   remains. Word-like entries of one field share a line; a section that
+   leaves entries out ends with ``+N more``, counted inside the budget. A
+   legend of the codes that appear comes last, in what is left.
+5. **Exact.** ``tokens`` is the o200k count of the whole text (every line
+   closed by a newline): the sum of its lines' counts where o200k's split
+   pattern provably cuts at every line break, else the text counted again;
+   should that be over the budget, lines are dropped from the end until it
+   fits. ``tokens <= budget`` always.
 
 Steps 3-5 are :mod:`hrm_memory.context.fill`. What a render repeats is kept
 between renders: whole renders while nothing the index sees changes, each
