@@ -10,6 +10,7 @@ span, the scope, the CLI, and the facts of the real legacy prompts.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from hrm_memory import InvalidArgument, MemoryManager, NamespaceSpec
 from hrm_memory.context.render import PER_NAMESPACE
 from hrm_memory.core.tokens import count
 
-LEGACY = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+LEGACY = Path(os.environ.get("HRM_LEGACY_DATA", Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"))
 NOW = 1_768_600_000.0
 
 texts = st.text(
