@@ -411,8 +411,10 @@ class _Format:
             return [t for t in (self.named(str(k), v) for k, v in value.items()) if t]
         if label is not None and len(value) > 1 and all(isinstance(v, str) for v in value.values()):
             return [f"{k}: {t}" for k, t in ((k, self.flat(v)) for k, v in value.items() if k not in _SKIP_FIELDS) if t]
-        if key is not None and not any(f in value for f in _TEXT_FIELDS if f != "name") and len(key) <= 24:
-            line = self.named(key, value)  # an entity under its key: a person, a project
+        if key is not None and isinstance(value.get("name"), str) and value["name"].strip():
+            line = self.named(" ".join(value["name"].split()), value)  # an entity: a person, a project
+        elif key is not None and not any(f in value for f in _TEXT_FIELDS) and len(key) <= 24:
+            line = self.named(key, value)  # an entity under its key
         else:
             line = self.flat(value)
         return [line] if line else []
@@ -422,9 +424,11 @@ class _Format:
         if not isinstance(value, dict):
             text = self.flat(value)
             return f"{name}: {text}" if text else name
-        if isinstance(value.get("name"), str) and value["name"].strip().lower() == name.lower():
-            name = " ".join(value["name"].split())
-        parts = self.parts({k: v for k, v in value.items() if k != "name" or not isinstance(v, str)})
+        own = value.get("name")
+        if isinstance(own, str) and " ".join(own.split()).lower() == name.lower():
+            name = " ".join(own.split())
+            value = {k: v for k, v in value.items() if k != "name"}
+        parts = self.parts(value)
         first = next((i for i, (numeric, t) in enumerate(parts) if not numeric and len(t) <= 24), None)
         head = name if first is None else f"{name}({parts[first][1]})"
         rest = [t for i, (_, t) in enumerate(parts) if i != first]
