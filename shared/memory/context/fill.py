@@ -13,7 +13,7 @@ and a join key) and lays them out (:func:`_fill_uncached`):
   of an empty section, the footer's count): at the end no entry left out
   would fit in what remains.
 - **Lines.** No bullets. Word-like entries of one join key (codes,
-  ``name(role):topic``) next to each other share a line, joined by a space;
+  ``name(role):topic``) share one line, in rank order, joined by a space;
   prose keeps a line. Each section that left entries out ends with ``+N
   more``, inside the budget. Near-duplicates (Jaccard >= 0.8 of stemmed
   words) are shown once.
@@ -73,8 +73,8 @@ class Entry:
     rank: tuple[Any, ...]
     #: The record the entry comes from (namespace, key, version), if any.
     ref: tuple[str, str, int] | None = None
-    #: Entries with the same ``join`` (one field of one record), next to each
-    #: other and each one word-like run (:func:`_joinable`), share a line,
+    #: Shown entries with the same ``join`` (one field of one record), each
+    #: one word-like run (:func:`_joinable`), share a line, in rank order,
     #: joined by a space.
     join: Any = None
 
@@ -272,6 +272,7 @@ class _Sec:
         self.header = f"## {title}"
         self.header_cost = _cost(self.header)
         self.chosen: list[int] = []
+        self.groups: dict[Any, list[int]] = {}  # the chosen word-like entries by join key
         self.skipped: list[int] = []
         self.void: set[int] = set()
         self.next = 0
@@ -288,46 +289,24 @@ class _Sec:
     def cost(self) -> int:
         return self.used + self.footer(len(self.skipped))
 
-    def _line_cost(self, run: list[int]) -> int:
+    def _line_cost(self, members: list[int]) -> int:
+        """A line of entries of one join key, in rank order, joined by a space."""
         items = self.items
+        run = sorted(members, key=lambda i: self.pool[i].rank)
         return items[run[0]].cost + sum(items[i].joined for i in run[1:])
 
-    def _same_line(self, a: int, b: int) -> bool:
-        ja = self.items[a].join
-        return ja is not None and self.items[b].join == ja
-
-    def _runs(self, chosen: list[int]) -> list[list[int]]:
-        """``chosen`` (in pool order) as lines: entries of one join key next
-        to each other share a line."""
-        runs: list[list[int]] = []
-        for i in chosen:
-            if runs and self._same_line(runs[-1][-1], i):
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        return runs
-
     def delta(self, i: int, footer: bool) -> int:
-        """What showing entry ``i`` adds: the lines next to it recounted with
-        it (its own line, or its share of a line), the header if it is the
-        first, and with ``footer`` the footer's change (``i`` being one of
-        those left out)."""
-        chosen = self.chosen
-        k = bisect.bisect_left(chosen, i)
-        a = k
-        if k > 0:
-            a = k - 1
-            while a > 0 and self._same_line(chosen[a - 1], chosen[a]):
-                a -= 1
-        b = k
-        if k < len(chosen):
-            b = k + 1
-            while b < len(chosen) and self._same_line(chosen[b - 1], chosen[b]):
-                b += 1
-        window = chosen[a:b]
-        before = sum(self._line_cost(r) for r in self._runs(window))
-        after = sum(self._line_cost(r) for r in self._runs([*chosen[a:k], i, *chosen[k:b]]))
-        d = after - before + (0 if chosen else self.header_cost)
+        """What showing entry ``i`` adds: its own line, or what its join
+        key's line grows by with it, the header if it is the first, and with
+        ``footer`` the footer's change (``i`` being one of those left out)."""
+        join = self.items[i].join
+        if join is None:
+            d = self.items[i].cost
+        else:
+            members = self.groups.get(join)
+            d = self._line_cost([*members, i]) - self._line_cost(members) if members else self.items[i].cost
+        if not self.chosen:
+            d += self.header_cost
         if footer:
             n = len(self.skipped)
             d += (_cost(f"+{n - 1} more") if n > 1 else 0) - self.footer(n)
@@ -337,13 +316,29 @@ class _Sec:
         """Show entry ``i``, ``d`` being its :meth:`delta` without the footer's change."""
         self.used += d
         bisect.insort(self.chosen, i)
+        join = self.items[i].join
+        if join is not None:
+            self.groups.setdefault(join, []).append(i)
 
     def lines(self) -> list[str]:
+        """The header, the entries shown in pool order (those of one join key
+        on one line, in rank order, where the first of them is), the footer."""
         if not self.chosen:
             return []
         out = [self.header]
-        for run in self._runs(self.chosen):
-            out.append(" ".join(self.items[i].text for i in run))
+        done = set()
+        groups: dict[Any, list[int]] = {}
+        for i in self.chosen:
+            join = self.items[i].join
+            if join is not None:
+                groups.setdefault(join, []).append(i)
+        for i in self.chosen:
+            join = self.items[i].join
+            if join is None:
+                out.append(self.items[i].text)
+            elif join not in done:
+                done.add(join)
+                out.append(" ".join(self.items[k].text for k in sorted(groups[join], key=lambda k: self.pool[k].rank)))
         if self.skipped:
             out.append(f"+{len(self.skipped)} more")
         return out
