@@ -193,8 +193,9 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
             for i in list(s.skipped):
                 it = s.items[i]
                 if it.sig in taken or not taken.isdisjoint(graph.of(it.sig)):
-                    s.skipped.remove(i)
+                    s.skipped.remove(i)  # a near-duplicate of one shown since: not left out
                     s.void.add(i)
+                    total = sum(x.cost() for x in secs)  # its section's footer counts one fewer
                     continue
                 d = s.delta(i, footer=True)
                 if d <= budget - total:
