@@ -10,6 +10,7 @@ span, the scope, the CLI, and the facts of the real legacy prompts.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from hrm_memory import InvalidArgument, MemoryManager, NamespaceSpec
 from hrm_memory.context.render import PER_NAMESPACE
 from hrm_memory.core.tokens import count
 
-LEGACY = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+LEGACY = Path(os.environ.get("HRM_LEGACY_DATA", Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"))
 NOW = 1_768_600_000.0
 
 texts = st.text(
@@ -85,7 +86,7 @@ def test_the_footer_counts_what_it_hides_inside_the_budget(mm: MemoryManager) ->
     (section,) = [s for s in ctx.sections if s.name == "patterns"]
     assert section.shown >= 1 and section.omitted >= 1
     assert section.shown + section.omitted == 15
-    m = re.search(r"… (\d+) more not shown", ctx.text)
+    m = re.search(r"^\+(\d+) more$", ctx.text, re.M)
     assert m and int(m.group(1)) == section.omitted
     assert ctx.tokens == count(ctx.text) <= 60
 
@@ -123,7 +124,7 @@ def test_a_query_leads_with_recalled_memories(mm: MemoryManager) -> None:
     mm.write("altitude.patterns", "p", {"text": "the user avoids customer calls"})
     mm.write("altitude.patterns", "q", {"text": "prefers numbers over bullets"})
     ctx = mm.context("altitude", query="customer calls", now=NOW)
-    assert ctx.text.startswith("## Recalled\n- the user avoids customer calls")
+    assert ctx.text.startswith("## Recalled\nthe user avoids customer calls")
 
 
 def test_scope_renders_its_own_hrm_and_arguments_are_checked(mm: MemoryManager) -> None:

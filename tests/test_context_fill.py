@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hrm_memory import MemoryManager
 from hrm_memory.core import tokens
 from hrm_memory.recall.index import RecallIndex
-from hrm_memory.context.fill import NEAR_DUPLICATE, _appears, _Neighbours, _splits_at_lines, _text_tokens
+from hrm_memory.context.fill import NEAR_DUPLICATE, _appears, _joinable, _Neighbours, _splits_at_lines, _text_tokens
 
 NOW = 1_768_600_000.0
 
@@ -29,7 +29,8 @@ NOW = 1_768_600_000.0
 # tabs, newlines, "\r", "/", punctuation, digits, letters of several scripts.
 bodies = st.text(alphabet=st.sampled_from(list(" \t\n\r/.,-#…:;!?'\"0123456789aZéßж中😀_") + ["\u2028", "\xa0"]),
                  max_size=40) | st.text(max_size=40)
-lines = st.lists(st.tuples(st.sampled_from(["## ", "- ", "… "]), bodies).map("".join), min_size=1, max_size=12)
+lines = st.lists(st.tuples(st.sampled_from(["## ", "- ", "… ", "+", "", "a", "1", "/", " "]), bodies).map("".join),
+                 min_size=1, max_size=12)
 
 
 @pytest.fixture(autouse=True)
@@ -41,14 +42,26 @@ def _exact() -> None:
 @settings(max_examples=400, deadline=None)
 @given(lines=lines)
 def test_line_counts_add_up_to_the_text_count(lines: list[str]) -> None:
-    costs = [tokens.count(line + "\n") for line in lines]
-    assert _text_tokens(lines, costs) == tokens.count("\n".join(lines))
+    assert _text_tokens(lines) == tokens.count("".join(line + "\n" for line in lines))
 
 
 def test_a_line_that_could_join_the_one_before_is_counted_whole() -> None:
-    lines = ["- a.", " / b"]  # not a header, entry or footer: the text is counted, not summed
-    costs = [tokens.count(line + "\n") for line in lines]
-    assert _text_tokens(lines, costs) == tokens.count("\n".join(lines))
+    lines = ["- a.", "/ b"]  # "/" may join the piece that holds the newline: counted, not summed
+    assert sum(tokens.count(line + "\n") for line in lines) != tokens.count("- a.\n/ b\n")
+    assert _text_tokens(lines) == tokens.count("- a.\n/ b\n")
+
+
+@settings(max_examples=400, deadline=None)
+@given(words=st.lists(st.text(alphabet=st.sampled_from(list("abzéж中12_:$.,()-")), min_size=1, max_size=12),
+                      min_size=1, max_size=8))
+def test_word_like_entries_joined_by_a_space_cost_what_the_fill_adds_up(words: list[str]) -> None:
+    """The fill prices an entry that shares a line as ``count(" " + text)``:
+    exact for the entries it lets share one (:func:`_joinable`)."""
+    run = [w for w in words if _joinable(w)]
+    if not run:
+        return
+    assert tokens.count(" ".join(run) + "\n") == tokens.count(run[0] + "\n") + sum(
+        tokens.count(" " + w) for w in run[1:])
 
 
 @settings(max_examples=500, deadline=None)

@@ -220,8 +220,11 @@ class Operations:
 
         Sections (now, goals and commitments, people, patterns and
         preferences, recent history, then a legend of the codes that appear)
-        each get a share of the budget; whole entries only, an entry that
-        does not fit is skipped and counted in ``… N more not shown``. With
+        take turns by weight, what one leaves going to the others; whole
+        entries only, dense lines (no bullets, no field names, codes of a
+        field on one line); an entry that does not fit is skipped and
+        counted in ``+N more``, and none left out would fit in what
+        remains. With
         ``query``, recalled memories lead. ``sections`` keeps only those
         sections; ``now`` (epoch seconds or an aware datetime) fixes the
         clock that relative dates are written against, so the same store

@@ -1,12 +1,28 @@
 """Context, the fill: whole entries into sections within a token budget.
 
-:func:`fill` takes the entries of a render (each a section and a text, in
-rank order) and lays them out: each section up to its share of the budget,
-whole entries only (one that does not fit is skipped, the next may fit),
-near-duplicates shown once, a ``… N more not shown`` footer counted inside,
-the legend of the codes that appear last. Its figures are exact o200k
-counts: of each line with its newline, and of the whole text (see
-:func:`_text_tokens`).
+:func:`fill` takes the entries of a render (each a section, a text, a rank
+and a join key) and lays them out (:func:`_fill_uncached`):
+
+- **Order.** Each section's entries by size class (a word, a phrase, a
+  sentence, a paragraph: the power of two of their tokens), then rank.
+- **Shares, no stranding.** Sections take turns by weight (tokens used /
+  weight); one that runs out of entries drops out and what it leaves goes to
+  the others; an entry that does not fit is left out, the next may fit.
+- **Top-up.** The entries left out are tried again in priority order with
+  the exact change each makes (its line or its share of a line, the header
+  of an empty section, the footer's count): at the end no entry left out
+  would fit in what remains.
+- **Lines.** No bullets. Word-like entries of one join key (codes,
+  ``name(role):topic``) share one line, in rank order, joined by a space;
+  prose keeps a line. Each section that left entries out ends with ``+N
+  more``, inside the budget. Near-duplicates (Jaccard >= 0.8 of stemmed
+  words) are shown once.
+- **Legend.** Meanings of the codes that appear, shortest first, in what the
+  entries left; never at an entry's expense.
+
+Its figures are exact o200k counts: the text is its lines each closed by a
+newline, and its count the sum of its lines' (see :data:`_O200K_SPLIT`); an
+entry sharing a line costs ``count(" " + text)`` (see :func:`_joinable`).
 
 What a render repeats is kept between renders, so a render right after one
 record changed costs what that record's lines cost, not what the whole
@@ -17,12 +33,13 @@ and whole fills by everything they depend on.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hrm_memory.recall import text as rt
 from hrm_memory.core import tokens
@@ -30,7 +47,6 @@ from hrm_memory.core.errors import CorruptRecord, Unsupported
 
 MAX_ENTRY_TOKENS = 60
 NEAR_DUPLICATE = 0.8
-FOOTER_RESERVE = 12  # tokens kept free in a section for its "… N more not shown"
 #: Fills kept between renders, by everything a fill depends on (budget, plan,
 #: legend, each section's entries in order).
 FILLS_KEPT = 32
@@ -57,6 +73,10 @@ class Entry:
     rank: tuple[Any, ...]
     #: The record the entry comes from (namespace, key, version), if any.
     ref: tuple[str, str, int] | None = None
+    #: Shown entries with the same ``join`` (one field of one record), each
+    #: one word-like run (:func:`_joinable`), share a line, in rank order,
+    #: joined by a space.
+    join: Any = None
 
 
 #: A fill: text, tokens, section figures, entries omitted, legend, and where
@@ -81,17 +101,18 @@ def _cap(text: str, limit: int) -> str:
 
 def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: dict[str, str],
          budget: int) -> tuple[str, int, list[Section], int, dict[str, str], list[Entry]]:
-    """Fill the sections; when budget is left over while sections left
-    entries out, fill once more with that remainder given to them, in
-    proportion to what each left out. Returns the text, its tokens, the
-    sections' figures, the number omitted, the legend and the entries shown."""
+    """Lay the entries out within ``budget`` (see :func:`_fill_uncached`).
+    ``plan`` is the sections in priority order, each (name, title, weight),
+    the legend's among them; returns the text, its tokens, the sections'
+    figures, the number of entries left out, the legend shown and the
+    entries shown."""
     by_section: dict[str, list[Entry]] = {}
-    for e in sorted(entries, key=lambda e: e.rank):
+    for e in sorted(entries, key=_order):
         by_section.setdefault(e.section, []).append(e)
     # The fill depends on nothing else: a session's renders of an unchanged
     # store reuse it (copies out, so a caller's edits cannot reach the cache).
     key = (budget, tuple(plan), tuple(sorted(legend_map.items())),
-           tuple((name, tuple(e.text for e in pool)) for name, pool in by_section.items()))
+           tuple((name, tuple((e.text, e.join) for e in pool)) for name, pool in by_section.items()))
     hit = _FILLS.get(key)
     if hit is None:
         hit = _fill_uncached(plan, by_section, legend_map, budget)
@@ -102,104 +123,246 @@ def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: d
     return text, used, list(figures), omitted, dict(legend), [by_section[name][i] for name, i in at]
 
 
+def _order(e: Entry) -> tuple[int, tuple[Any, ...]]:
+    """A section's order: by size class (tokens' power of two: a word, a
+    phrase, a sentence, a paragraph), then rank. At a tight budget the
+    entries that say a whole fact in a few tokens come first; within a class
+    the rank (newest, strongest) decides."""
+    return _prepared(e.text)[1].bit_length(), e.rank
+
+
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
                    legend_map: dict[str, str], budget: int) -> _Filled:
-    result = _fill_once(plan, by_section, legend_map, budget, {})
-    _, used, figures, omitted, _, _ = result
-    # Each section keeps what it used plus the slack the fill leaves (the
-    # footer reserve), and the spare goes to those that left entries out.
-    slack = FOOTER_RESERVE
-    spare = budget - used - slack * len(figures)
-    if spare > 16 and omitted:
-        hidden = {f.name: f.omitted for f in figures if f.omitted and f.name != "legend"}
-        total = sum(hidden.values())
-        if total:
-            fixed = {f.name: f.tokens + slack + spare * hidden.get(f.name, 0) // total for f in figures}
-            second = _fill_once(plan, by_section, legend_map, budget, fixed)
-            if second[1] <= budget and second[3] < omitted:
-                return second
-    return result
+    """The fill, in three passes over exact o200k costs.
 
-
-def _fill_once(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]], legend_map: dict[str, str],
-               budget: int, fixed: dict[str, int]) -> _Filled:
+    1. **Shares.** The sections take entries in turn, each in its own rank
+       order, the next turn going to the section furthest below its weight
+       (tokens used / weight; ties to the earlier, higher-priority section).
+       An entry that does not fit is left out and the section goes on with
+       its next; a section with nothing left drops out, so what it does not
+       use goes to the others. While a section has entries it has not shown,
+       room for its ``+N more`` footer is kept.
+    2. **Top-up.** With the footers now known, the entries left out are tried
+       again in priority order (sections, then rank), each taken if the text
+       with it, header, line and footer change counted, still fits: at the
+       end no entry left out would fit in what remains.
+    3. **Legend.** Meanings of the codes that appear in the text, shortest
+       first, in what the entries left.
+    """
     graph = _neighbours()
-    taken: set[frozenset[str]] = set()  # the stemmed words of the entries shown
-    lines: list[str] = []
-    costs: list[int] = []  # each line's tokens with its newline
-    figures: list[Section] = []
-    used = 0
-    omitted_total = 0
-    legend: dict[str, str] = {}
-    at: list[tuple[str, int]] = []
-    # Sections with nothing to show give up their share; each section gets
-    # its share of what the sections before it left.
-    plan = [p for p in plan if p[0] == "legend" or by_section.get(p[0])]
-    shares_left = sum(share for _, _, share in plan)
-    for name, title, share in plan:
-        allowance = int((budget - used) * share / shares_left) if shares_left > 0 else 0
-        shares_left -= share
-        if name in fixed:
-            allowance = min(fixed[name], budget - used)
-        if name == "legend":
-            above = "\n".join(lines)
-            pool = [Entry("legend", f"{c}={legend_map[c]}", (c,)) for c in sorted(legend_map) if _appears(c, above)]
+    taken: set[frozenset[str]] = set()
+    secs = [_Sec(name, title, max(weight, 1e-9), prio, by_section.get(name, []))
+            for prio, (name, title, weight) in enumerate(plan) if name != "legend" and by_section.get(name)]
+    used = reserved = 0
+    # 1. Shares.
+    active = list(secs)
+    while active:
+        s = min(active, key=lambda s: (s.used / s.weight, s.prio))
+        if s.next >= len(s.pool):
+            active.remove(s)
+            if not s.skipped:  # every entry shown: no footer
+                reserved -= s.reserve
+                s.reserve = 0
+            continue
+        i = s.next
+        s.next += 1
+        it = s.items[i]
+        if not it.text:
+            s.void.add(i)
+            continue
+        if it.sig in taken or not taken.isdisjoint(graph.of(it.sig)):
+            s.void.add(i)  # a near-duplicate of an entry shown
+            continue
+        d = s.delta(i, footer=False)
+        more = s.next < len(s.pool) or bool(s.skipped)
+        reserve = s.footer_bound() if more else 0
+        if used + d + reserved - s.reserve + reserve <= budget:
+            s.take(i, d)
+            used += d
+            reserved += reserve - s.reserve
+            s.reserve = reserve
+            taken.add(it.sig)
         else:
-            pool = by_section.get(name, [])
-        if not pool:
-            continue
-        header = f"## {title}"
-        cost_header = _cost(header)
-        sect_lines: list[str] = []
-        sect_costs: list[int] = []
-        sect_used = cost_header
-        shown = omitted = 0
-        room = min(allowance, budget - used)
-        for i, e in enumerate(pool):
-            if room - sect_used < 16:
-                omitted += len(pool) - i  # no entry fits in what is left: counted, not tokenized
-                break
-            line, cost, sig = _prepared(e.text)
-            # A near-duplicate (Jaccard >= NEAR_DUPLICATE) of an entry shown is not shown.
-            if not line or sig in taken or not taken.isdisjoint(graph.of(sig)):
-                continue
-            # Room for a footer is kept while entries remain after this one.
-            if sect_used + cost + FOOTER_RESERVE <= room:
-                sect_lines.append(line)
-                sect_costs.append(cost)
-                sect_used += cost
-                taken.add(sig)
-                shown += 1
-                if name == "legend":
-                    code = e.text.split("=", 1)[0]
-                    legend[code] = legend_map[code]
-                else:
-                    at.append((name, i))
-            else:
-                omitted += 1
-        if not shown:
-            omitted_total += omitted
-            figures.append(Section(name, allowance, 0, 0, omitted))
-            continue
-        if omitted:
-            footer = f"… {omitted} more not shown"
-            sect_lines.append(footer)
-            sect_costs.append(_cost(footer))
-            sect_used += sect_costs[-1]
-        lines.append(header)
-        lines.extend(sect_lines)
-        costs.append(cost_header)
-        costs.extend(sect_costs)
-        used += sect_used
+            s.skipped.append(i)
+    # 2. Top-up, exact: header, lines and footer of every section.
+    total = sum(s.cost() for s in secs)
+    changed = True
+    while changed and total < budget:
+        changed = False
+        for s in secs:
+            for i in list(s.skipped):
+                it = s.items[i]
+                if it.sig in taken or not taken.isdisjoint(graph.of(it.sig)):
+                    s.skipped.remove(i)  # a near-duplicate of one shown since: not left out
+                    s.void.add(i)
+                    total = sum(x.cost() for x in secs)  # its section's footer counts one fewer
+                    continue
+                d = s.delta(i, footer=True)
+                if d <= budget - total:
+                    s.skipped.remove(i)
+                    s.take(i, s.delta(i, footer=False))
+                    taken.add(it.sig)
+                    total += d
+                    changed = True
+    lines: list[str] = []
+    figures: list[Section] = []
+    at: list[tuple[str, int]] = []
+    omitted_total = 0
+    weights = sum(s.weight for s in secs) or 1.0
+    for s in secs:
+        sect = s.lines()
+        omitted = len(s.skipped)
         omitted_total += omitted
-        figures.append(Section(name, allowance, sect_used, shown, omitted))
-    total = _text_tokens(lines, costs)
-    while lines and total > budget:  # never over budget, whatever BPE does across lines
+        lines.extend(sect)
+        at.extend((s.name, i) for i in s.chosen)
+        figures.append(Section(s.name, int(budget * s.weight / weights), s.cost(), len(s.chosen), omitted))
+    # 3. Legend: the codes that appear, in what is left.
+    legend: dict[str, str] = {}
+    title = next((t for n, t, _ in plan if n == "legend"), None)
+    if title is not None and legend_map and lines:
+        above = "\n".join(lines)
+        codes = [c for c in legend_map if _appears(c, above)]
+        pool = [Entry("legend", f"{c}={legend_map[c]}", (c,), None, "legend") for c in codes]
+        pool.sort(key=lambda e: (_prepared(e.text)[1], e.text))
+        leg = _Sec("legend", title, 1.0, len(plan), pool)
+        for i in range(len(pool)):
+            d = leg.delta(i, footer=False)
+            if leg.items[i].text and d <= budget - total:
+                total += d
+                leg.take(i, d)
+        if leg.chosen:
+            for i in leg.chosen:
+                code = pool[i].text.split("=", 1)[0]
+                legend[code] = legend_map[code]
+            lines.extend(leg.lines())
+            figures.append(Section("legend", 0, leg.cost(), len(leg.chosen), 0))
+    text = "".join(line + "\n" for line in lines)
+    count = _text_tokens(lines)
+    while lines and count > budget:  # never over budget, whatever BPE does across lines
         lines.pop()
-        costs.pop()
         omitted_total += 1
-        total = _text_tokens(lines, costs)
-    return "\n".join(lines), total, figures, omitted_total, legend, tuple(at)
+        text = "".join(line + "\n" for line in lines)
+        count = _text_tokens(lines)
+    return text, count, figures, omitted_total, legend, tuple(at)
+
+
+class _Item(NamedTuple):
+    """An entry as the fill lays it out: its line, what that line costs with
+    its newline, what it costs joined to the line before (``" " + text``,
+    for an entry that may share a line), and its stemmed words."""
+
+    text: str
+    cost: int
+    joined: int
+    join: Any
+    sig: frozenset[str]
+
+
+class _Sec:
+    """One section during a fill: its pool (entries in rank order), which are
+    shown (``chosen``, in pool order), left out (``skipped``) or not to be
+    shown (``void``: empty or a near-duplicate), and what it costs."""
+
+    def __init__(self, name: str, title: str, weight: float, prio: int, pool: list[Entry]) -> None:
+        self.name = name
+        self.title = title
+        self.weight = weight
+        self.prio = prio
+        self.pool = pool
+        self.items = [_item(e) for e in pool]
+        self.header = f"## {title}"
+        self.header_cost = _cost(self.header)
+        self.chosen: list[int] = []
+        self.groups: dict[Any, list[int]] = {}  # the chosen word-like entries by join key
+        self.skipped: list[int] = []
+        self.void: set[int] = set()
+        self.next = 0
+        self.used = 0  # header and lines, without the footer
+        self.reserve = 0  # footer room kept during the first pass
+
+    def footer_bound(self) -> int:
+        """At least what the footer will cost (it counts at most the pool)."""
+        return _cost(f"+{len(self.pool)} more")
+
+    def footer(self, omitted: int) -> int:
+        return _cost(f"+{omitted} more") if omitted and self.chosen else 0
+
+    def cost(self) -> int:
+        return self.used + self.footer(len(self.skipped))
+
+    def _line_cost(self, members: list[int]) -> int:
+        """A line of entries of one join key, in rank order, joined by a space."""
+        items = self.items
+        run = sorted(members, key=lambda i: self.pool[i].rank)
+        return items[run[0]].cost + sum(items[i].joined for i in run[1:])
+
+    def delta(self, i: int, footer: bool) -> int:
+        """What showing entry ``i`` adds: its own line, or what its join
+        key's line grows by with it, the header if it is the first, and with
+        ``footer`` the footer's change (``i`` being one of those left out)."""
+        join = self.items[i].join
+        if join is None:
+            d = self.items[i].cost
+        else:
+            members = self.groups.get(join)
+            d = self._line_cost([*members, i]) - self._line_cost(members) if members else self.items[i].cost
+        if not self.chosen:
+            d += self.header_cost
+        if footer:
+            n = len(self.skipped)
+            d += (_cost(f"+{n - 1} more") if n > 1 else 0) - self.footer(n)
+        return d
+
+    def take(self, i: int, d: int) -> None:
+        """Show entry ``i``, ``d`` being its :meth:`delta` without the footer's change."""
+        self.used += d
+        bisect.insort(self.chosen, i)
+        join = self.items[i].join
+        if join is not None:
+            self.groups.setdefault(join, []).append(i)
+
+    def lines(self) -> list[str]:
+        """The header, the entries shown in pool order (those of one join key
+        on one line, in rank order, where the first of them is), the footer."""
+        if not self.chosen:
+            return []
+        out = [self.header]
+        done = set()
+        groups: dict[Any, list[int]] = {}
+        for i in self.chosen:
+            join = self.items[i].join
+            if join is not None:
+                groups.setdefault(join, []).append(i)
+        for i in self.chosen:
+            join = self.items[i].join
+            if join is None:
+                out.append(self.items[i].text)
+            elif join not in done:
+                done.add(join)
+                out.append(" ".join(self.items[k].text for k in sorted(groups[join], key=lambda k: self.pool[k].rank)))
+        if self.skipped:
+            out.append(f"+{len(self.skipped)} more")
+        return out
+
+
+def _item(e: Entry) -> _Item:
+    line, cost, sig = _prepared(e.text)
+    if e.join is not None and _joinable(line):
+        return _Item(line, cost, _cost_joined(line), e.join, sig)
+    return _Item(line, cost, cost, None, sig)
+
+
+def _joinable(text: str) -> bool:
+    """An entry that may share a line, joined by a space: one word-like run
+    with no white space, starting and ending with a letter or digit, so the
+    split pattern cuts at the joining space and each entry's tokens are its
+    own (``count(a + " " + b) == count(a) + count(" " + b)``)."""
+    return bool(text) and text[0].isalnum() and text[-1].isalnum() and not any(c.isspace() for c in text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _cost_joined(text: str) -> int:
+    return tokens.count(" " + text)
 
 
 _FILLS: dict[tuple[Any, ...], _Filled] = {}
@@ -231,7 +394,7 @@ def _appears(code: str, text: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=16384)
 def _cost(line: str) -> int:
     return tokens.count(line + "\n")
 
@@ -240,17 +403,23 @@ def _cost(line: str) -> int:
 #: the pieces this pattern cuts, so a text's count is the sum of its pieces'.
 #: A piece that holds a line's closing "\n" comes from ``[^\s\p{L}\p{N}]+[\r\n/]*``,
 #: ``\s*[\r\n]+`` or ``\s+``: it can go on past that "\n" only into "\r", "\n",
-#: "/" or whitespace, and the two letter patterns never take a "\n". So when
-#: every line after the first starts with "#", "-" or "…" (a header, an entry,
-#: a footer), each "\n" ends a piece, every line is cut as it is on its own
-#: with its "\n", and the text counts exactly the sum of ``count(line + "\n")``
-#: over its lines but the last, plus ``count(last)``.
+#: "/" or white space, and the two letter patterns never take a "\n". So when
+#: no line starts with white space or "/" (:func:`_starts_clean`), each "\n"
+#: ends a piece, every line is cut as it is on its own with its "\n", and a
+#: text of lines each closed by "\n" counts exactly the sum of
+#: ``count(line + "\n")``.
 _O200K_SPLIT = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-_LINE_STARTS = frozenset("#-…")
+
+
+def _starts_clean(line: str) -> bool:
+    r"""``line`` starts with what no piece of the line before can take: not
+    white space (Python's ``isspace``, a superset of the pattern's ``\s``),
+    not "/"."""
+    return bool(line) and not line[0].isspace() and line[0] != "/"
 
 
 @functools.cache
@@ -262,21 +431,15 @@ def _splits_at_lines() -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=1024)
-def _bare(line: str) -> int:
-    return tokens.count(line)
-
-
-def _text_tokens(lines: list[str], costs: list[int]) -> int:
-    """Exact tokens of ``"\\n".join(lines)``, ``costs`` being each line's with
-    its newline: summed where that is provably the count (see
-    :data:`_O200K_SPLIT`), else the joined text counted."""
+def _text_tokens(lines: list[str]) -> int:
+    """Exact tokens of ``"".join(line + "\n" for line in lines)``: the sum
+    of each line's :func:`_cost` where that is provably the count (see
+    :data:`_O200K_SPLIT`), else the text counted."""
     if not lines:
         return 0
-    if (tokens.get_counter().exact and _splits_at_lines()
-            and all(line[:1] in _LINE_STARTS and line[:1] for line in lines)):
-        return sum(costs) - costs[-1] + _bare(lines[-1])
-    return tokens.count("\n".join(lines))
+    if tokens.get_counter().exact and _splits_at_lines() and all(_starts_clean(line) for line in lines[1:]):
+        return sum(_cost(line) for line in lines)
+    return tokens.count("".join(line + "\n" for line in lines))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -285,8 +448,8 @@ def _prepared(text: str) -> tuple[str, int, frozenset[str]]:
     capped = _cap(text[: MAX_ENTRY_TOKENS * 12], MAX_ENTRY_TOKENS)
     if not capped:
         return "", 0, frozenset()
-    line = f"- {capped}"
-    return line, tokens.count(line + "\n"), _signature(capped)
+    line = capped if _starts_clean(capped) else f"- {capped}"
+    return line, _cost(line), _signature(capped)
 
 
 def _signature(text: str) -> frozenset[str]:

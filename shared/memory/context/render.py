@@ -2,7 +2,7 @@
 
 ``mm.context(hrm, budget=2000, query=None)`` returns a :class:`Context`:
 Markdown ``text``, its ``tokens`` (o200k, everything counted: headers,
-bullets, footers, legend), the figures of each section and what was left out.
+footers, legend), the figures of each section and what was left out.
 
 How it is built (:meth:`ContextRenderer.context`):
 
@@ -17,22 +17,31 @@ How it is built (:meth:`ContextRenderer.context`):
    every render that shows its lines; in between, the synced index's word
    that the version is current stands for records only counted in a footer.
    With ``query``, a recalled section leads.
-2. **Entries.** Each record becomes one entry per item (a list item, a person,
-   a scored code at or above :data:`SHOW_SCORE`), flattened to one line;
-   long entries are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO timestamps are
-   shortened (``today``, ``3d ago``, ``Jan 9``, ``Jan 9 2025``); strings the
-   namespace's codec has a code for are written as the code.
+2. **Entries, by the kind of value** (:class:`_Format`), for density: no
+   bullets, no field names (a number keeps its name, ``n=3``); a list gives
+   an entry per item; a scored map the codes at or above :data:`SHOW_SCORE`,
+   strongest first; a map of records ``name(role):rest`` per key (a
+   person: ``gaurav(wk):q1_planning``, ``Bella(daughter): cheer
+   competitions``); an entity record under its key the same; long entries
+   are capped at :data:`~.context_fill.MAX_ENTRY_TOKENS`; ISO dates and
+   timestamps shortened (``today``, ``yesterday``, ``3d ago``, ``Jan 9``,
+   ``Jan 9 2025``); strings the namespace's codec has a code for are
+   written as the code (lossless: ``mm.expand`` gives the readable form).
 3. **Dedup.** An entry whose stemmed words are a near-duplicate (Jaccard >=
    0.8) of one already taken is dropped, across sections.
-4. **Fill.** Sections in order, each up to its share of the budget (unused
-   share flows on), whole entries only: an entry that does not fit is
-   skipped, the next may still fit; a section that leaves entries out ends
-   with ``… N more not shown``, counted inside the budget. A legend of the
-   codes that appear (and only those) comes last, if it fits.
-5. **Exact.** ``tokens`` is the o200k count of the whole text: the sum of
-   its lines' counts where o200k's split pattern provably cuts at every line
-   break, else the text counted again; should that be over the budget,
-   entries are dropped from the end until it fits. ``tokens <= budget`` always.
+4. **Fill** (:func:`~hrm_memory.context.fill.fill`). Sections in priority
+   order (:data:`SECTIONS`: now, goals and commitments, people, patterns,
+   history) take turns by weight over their entries, smallest size class
+   first; what one leaves goes to the others, and a last pass takes any
+   entry left out that still fits, so no left-out entry would fit in what
+   remains. Word-like entries of one field share a line; a section that
+   leaves entries out ends with ``+N more``, counted inside the budget. A
+   legend of the codes that appear comes last, in what is left.
+5. **Exact.** ``tokens`` is the o200k count of the whole text (every line
+   closed by a newline): the sum of its lines' counts where o200k's split
+   pattern provably cuts at every line break, else the text counted again;
+   should that be over the budget, lines are dropped from the end until it
+   fits. ``tokens <= budget`` always.
 
 Steps 3-5 are :mod:`hrm_memory.context.fill`. What a render repeats is kept
 between renders: whole renders while nothing the index sees changes, each
@@ -66,20 +75,21 @@ from hrm_memory.core.spec import KINDS, NamespaceSpec
 from hrm_memory.core.state import Attrs, Core, Handlers
 from hrm_memory.tracing.spans import OpSpan
 
-#: Sections in render order: name, title, share of the budget, the kinds that
-#: land there. Shares follow OpenClaw's hot 1,600 / warm 400 / cold 200 split
-#: of a 2,000-token file: what is live now (state, goals, people) gets about
-#: 70%, patterns and history the rest.
+#: Sections in priority order: name, title, weight, the kinds that land
+#: there. The fill gives each section turns in proportion to its weight
+#: while it has entries left; what one section does not use goes to the
+#: others. What is live now and what was promised weigh most, then people,
+#: then patterns, then history; the legend of codes gets what is left.
 SECTIONS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
-    ("now", "Now", 0.22, ("working",)),
-    ("goals", "Goals and commitments", 0.22, ("prospective",)),
-    ("people", "People", 0.16, ()),
-    ("patterns", "Patterns and preferences", 0.16, ("semantic", "procedural")),
-    ("history", "Recent history", 0.14, ("episodic",)),
-    ("legend", "Codes", 0.10, ()),
+    ("now", "Now", 8.0, ("working",)),
+    ("goals", "Goals and commitments", 8.0, ("prospective",)),
+    ("people", "People", 4.0, ()),
+    ("patterns", "Patterns and preferences", 2.0, ("semantic", "procedural")),
+    ("history", "Recent history", 1.0, ("episodic",)),
+    ("legend", "Codes", 0.0, ()),
 )
-#: With a query, the recalled section leads with this share (the others shrink).
-RECALLED_SHARE = 0.3
+#: With a query, the recalled section leads, weighing as much as "now".
+RECALLED_WEIGHT = 8.0
 #: Fields of legacy documents whose items belong to a section whatever the namespace's kind.
 FIELD_SECTIONS: dict[str, str | None] = {
     "active_threads": "now", "active": "now", "open_questions": "now", "frame": "now",
@@ -102,7 +112,7 @@ RENDERS_KEPT = 32  # whole renders kept while nothing the index sees changes
 NAMESPACES_KEPT = 256  # namespaces' entries kept, by what the index lists for them
 PER_FIELD = 40  # entries taken from one field of a record (or one record)
 SHOW_SCORE = 0.7  # scored codes shown at or above (the legacy SHOW_AT)
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d:])")
 _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_session", "created", "updated",
                           "mentions", "index", "validated", "kind", "importance", "type", "category", "data",
                           "n", "duration_exchanges", "time", "last_update", "session_count"})
@@ -110,7 +120,6 @@ _SKIP_FIELDS = frozenset({"timestamp", "first_mentioned", "last_updated", "last_
 _TEXT_FIELDS = frozenset({"text", "observation", "summary", "name", "content", "details", "note", "date"})
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 _BARE = re.compile(r"[\w$.+/-]{1,40}")  # a code: one word, no spaces, no ':'
-GROUP = 6  # codes a line
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +190,9 @@ class ContextRenderer:
             for i, hit in enumerate(self._recall_for(query, hrm, specs)):
                 spec = self.core.specs[hit.namespace]
                 for text in self._lines(spec, hit.record.value, None, now_s, recalled_legend):
-                    recalled.append(Entry("recalled", text, (i,)))
-        plan = ([("recalled", "Recalled", RECALLED_SHARE)] if query else []) + [
-            (name, title, share * (1 - RECALLED_SHARE if query else 1.0))
-            for name, title, share, _ in SECTIONS if name in wanted
+                    recalled.append(Entry("recalled", text, (i,), None, ("recalled", i)))
+        plan = ([("recalled", "Recalled", RECALLED_WEIGHT)] if query else []) + [
+            (name, title, weight) for name, title, weight, _ in SECTIONS if name in wanted
         ]
         every = len(wanted) == len(SECTIONS)
         while True:
@@ -289,8 +297,9 @@ class ContextRenderer:
             found: dict[str, str] = {}
             rank, record = (-st.updated_us, spec.name, st.key), (spec.name, st.key, st.version)
             value = self.core.decode(spec, st, False)
-            lines = ([Entry(section, text, (*rank, j), record)
-                      for j, (section, text) in enumerate(self._record_entries(spec, st.key, value, now_s, found))],
+            lines = ([Entry(section, text, (*rank, j), record, (spec.name, join))
+                      for j, (section, text, join) in enumerate(
+                          self._record_entries(spec, st.key, value, now_s, found))],
                      found)
             if len(cache) >= CACHE_RECORDS:
                 evict(cache)
@@ -304,7 +313,10 @@ class ContextRenderer:
                 and st.updated_us == self._ctx_checked.get(ref))
 
     def _record_entries(self, spec: NamespaceSpec, key: str, value: Any, now_s: float,
-                        legend: dict[str, str]) -> Iterable[tuple[str, str]]:
+                        legend: dict[str, str]) -> Iterable[tuple[str, str, Any]]:
+        """(section, text, join) of each entry of a record: a document's
+        fields each in their section, items of one field sharing a join key;
+        a record that reads as one entry joins its namespace's others."""
         default = "people" if spec.name in PEOPLE_NAMESPACES else _section_of_kind(spec.kind)
         if isinstance(value, dict) and value.get("kind") in KINDS:
             default = _section_of_kind(value["kind"])
@@ -315,14 +327,14 @@ class ContextRenderer:
                     continue
                 prefix = FIELD_PREFIX.get(fname, "")
                 for text in self._lines(spec, item, fname, now_s, legend)[:PER_FIELD]:
-                    yield section, prefix + text
+                    yield section, prefix + text, (key, fname)
         elif default is not None:
             for text in self._lines(spec, value, None, now_s, legend, key=key)[:PER_FIELD]:
-                yield default, text
+                yield default, text, ""
 
     def _lines(self, spec: NamespaceSpec, value: Any, label: str | None, now_s: float,
                legend: dict[str, str], key: str | None = None) -> list[str]:
-        """One line per item of ``value``: list items, people, scored codes."""
+        """The entries of ``value``, by the kind of value (see :func:`_entries`)."""
         codec = self.core.codec(spec)
         if codec is None and spec.hrm in self.core.codecs:
             codec = self.core.codecs.get(spec.hrm)  # a legacy document of the HRM speaks its codes
@@ -331,28 +343,10 @@ class ContextRenderer:
         if codec is not None:
             for table in codec.tables.values():
                 tables.update(table)
-        if isinstance(value, list):
-            items = value[-PER_FIELD:][::-1] if label in ("observations", "observed", "sessions") else value
-            return _grouped([_flat(v, now_s, codes, tables, legend) for v in items if v not in (None, "", [], {})])
-        if isinstance(value, dict) and value and all(_score(v) is not None for v in value.values()):
-            ranked = sorted(value.items(), key=lambda kv: (-float(kv[1]), kv[0]))
-            shown = [k for k, v in ranked if float(v) >= SHOW_SCORE]
-            return _grouped([_code(k, codes, tables, legend) for k in shown])
-        if isinstance(value, dict) and label in ("people", "entities_people"):
-            inner = value.get("people", value) if isinstance(value.get("people"), dict) else value
-            out = []
-            for name, v in inner.items():
-                if isinstance(v, dict) and str(v.get("name", "")).lower() == str(name).lower():
-                    v = {k: x for k, x in v.items() if k != "name"}
-                    name = inner[name].get("name", name)
-                out.append(f"{name}: {_flat(v, now_s, codes, tables, legend)}")
-            return out
-        line = _flat(value, now_s, codes, tables, legend)
-        if not line:
-            return []
-        named = isinstance(value, dict) and str(value.get("name", "")).lower() == (key or "").lower()
-        labelled = key and not named and isinstance(value, (dict, list)) and len(key) <= 24
-        return [f"{key}: {line}" if labelled else line]
+        fmt = _Format(now_s, codes, tables, legend)
+        if isinstance(value, list) and label in ("observations", "observed", "sessions"):
+            value = value[-PER_FIELD:][::-1]  # logs append: the newest first
+        return fmt.entries(value, label, key)
 
 
 def _context_attrs(span: OpSpan | None, ctx: Context, budget: int, query: str | None) -> Attrs:
@@ -374,65 +368,117 @@ def _is_leafy(value: dict[str, Any]) -> bool:
     return not any(f in FIELD_SECTIONS for f in value)
 
 
-def _grouped(lines: list[str]) -> list[str]:
-    """Runs of bare codes (one word each) as lines of up to :data:`GROUP`,
-    joined by ", ": a bullet and a line break cost two tokens, about what
-    a code itself costs."""
-    out: list[str] = []
-    run: list[str] = []
-    for line in lines:
-        if _BARE.fullmatch(line):
-            run.append(line)
-            if len(run) == GROUP:
-                out.append(", ".join(run))
-                run = []
-            continue
-        if run:
-            out.append(", ".join(run))
-            run = []
-        out.append(line)
-    if run:
-        out.append(", ".join(run))
-    return out
-
-
 def _score(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 else None
 
 
-def _code(text: str, codes: dict[str, str], tables: dict[str, str], legend: dict[str, str]) -> str:
-    if text in codes:
-        legend[codes[text]] = text
-        return codes[text]
-    if text in tables:
-        legend[text] = tables[text]
-    return text
+class _Format:
+    """Entries of a value, by the kind of value, written for density: no
+    field names (values say what they are; a number keeps its name as
+    ``name=n``), no bullets, strings the namespace's codec has a code for as
+    the code, ISO dates short (:func:`_dates`).
 
+    - a list: one entry per item (short word-like items then share a line);
+    - a scored map (every value a number in 0..1): the keys scoring at least
+      :data:`SHOW_SCORE`, strongest first, one entry each;
+    - a map of records (every value an object): one entry per key,
+      ``name(first):rest`` where ``first`` is the record's first short string
+      (a role, a status) and ``rest`` its other values;
+    - a map of strings, inside a document: one ``key: value`` entry per key;
+    - a map holding one collection: that collection;
+    - anything else: one entry, its values joined.
+    """
 
-def _flat(value: Any, now_s: float, codes: dict[str, str], tables: dict[str, str], legend: dict[str, str]) -> str:
-    """One line for a JSON value: strings as they are (codes and short dates
-    where they pay), lists joined by ", ", objects as ``k: v; k: v``."""
-    if isinstance(value, str):
-        return _dates(_code(" ".join(value.split()), codes, tables, legend), now_s)
-    if isinstance(value, bool) or value is None:
-        return ""
-    if isinstance(value, (int, float)):
-        return f"{value:g}" if isinstance(value, float) else str(value)
-    if isinstance(value, list):
-        return ", ".join(p for p in (_flat(v, now_s, codes, tables, legend) for v in value) if p)
-    if isinstance(value, dict):
-        if isinstance(value.get("role"), str) and isinstance(value.get("content"), str):
-            return f"{value['role']}: {_flat(value['content'], now_s, codes, tables, legend)}"
-        parts = []
+    def __init__(self, now_s: float, codes: dict[str, str], tables: dict[str, str], legend: dict[str, str]) -> None:
+        self.now_s = now_s
+        self.codes = codes
+        self.tables = tables
+        self.legend = legend
+
+    def entries(self, value: Any, label: str | None, key: str | None) -> list[str]:
+        if isinstance(value, list):
+            return [t for t in (self.flat(v) for v in value if v not in (None, "", [], {})) if t]
+        if not isinstance(value, dict) or not value:
+            line = self.flat(value)
+            return [line] if line else []
+        if all(_score(v) is not None for v in value.values()):
+            ranked = sorted(value.items(), key=lambda kv: (-float(kv[1]), kv[0]))
+            return [self.code(k) for k, v in ranked if float(v) >= SHOW_SCORE]
+        inner = [v for k, v in value.items() if k not in _SKIP_FIELDS]
+        if len(inner) == 1 and isinstance(inner[0], (dict, list)) and inner[0] and key is None:
+            return self.entries(inner[0], label, None)
+        if all(isinstance(v, dict) for v in value.values()):
+            return [t for t in (self.named(str(k), v) for k, v in value.items()) if t]
+        if label is not None and len(value) > 1 and all(isinstance(v, str) for v in value.values()):
+            return [f"{k}: {t}" for k, t in ((k, self.flat(v)) for k, v in value.items() if k not in _SKIP_FIELDS) if t]
+        if key is not None and isinstance(value.get("name"), str) and value["name"].strip():
+            line = self.named(" ".join(value["name"].split()), value)  # an entity: a person, a project
+        elif key is not None and not any(f in value for f in _TEXT_FIELDS) and len(key) <= 24:
+            line = self.named(key, value)  # an entity under its key
+        else:
+            line = self.flat(value)
+        return [line] if line else []
+
+    def named(self, name: str, value: Any) -> str:
+        """``name(first):rest``, or ``name: rest`` when no value is short."""
+        if not isinstance(value, dict):
+            text = self.flat(value)
+            return f"{name}: {text}" if text else name
+        own = value.get("name")
+        if isinstance(own, str) and " ".join(own.split()).lower() == name.lower():
+            name = " ".join(own.split())
+            value = {k: v for k, v in value.items() if k != "name"}
+        parts = self.parts(value)
+        first = next((i for i, (numeric, t) in enumerate(parts) if not numeric and len(t) <= 24), None)
+        head = name if first is None else f"{name}({parts[first][1]})"
+        rest = [t for i, (_, t) in enumerate(parts) if i != first]
+        if not rest:
+            return head
+        tight = not any(c.isspace() for t in rest for c in t) and not any(c.isspace() for c in head)
+        return head + (":" + ";".join(rest) if tight else ": " + "; ".join(rest))
+
+    def parts(self, value: dict[str, Any]) -> list[tuple[bool, str]]:
+        """(numeric, text) of each field worth showing, nested objects flattened in."""
+        out: list[tuple[bool, str]] = []
         for k, v in value.items():
             if k in _SKIP_FIELDS:
                 continue
-            inner = _flat(v, now_s, codes, tables, legend)
-            if inner:
-                bare = k in _TEXT_FIELDS or isinstance(v, dict)
-                parts.append(inner if bare else f"{k}: {inner}")
-        return "; ".join(parts)
-    return ""
+            if isinstance(v, dict) and not (isinstance(v.get("role"), str) and isinstance(v.get("content"), str)):
+                out.extend(self.parts(v))
+                continue
+            text = self.flat(v)
+            if not text:
+                continue
+            numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+            out.append((numeric, f"{k}={text}" if numeric else text))
+        return out
+
+    def flat(self, value: Any) -> str:
+        """One line for a JSON value: strings as they are (codes and short
+        dates where they pay), lists joined (by "," when no item has a space),
+        objects' values joined by "; "."""
+        if isinstance(value, str):
+            return _dates(self.code(" ".join(value.split())), self.now_s)
+        if isinstance(value, bool) or value is None:
+            return ""
+        if isinstance(value, (int, float)):
+            return f"{value:g}" if isinstance(value, float) else str(value)
+        if isinstance(value, list):
+            items = [p for p in (self.flat(v) for v in value) if p]
+            return ("," if not any(c.isspace() for t in items for c in t) else ", ").join(items)
+        if isinstance(value, dict):
+            if isinstance(value.get("role"), str) and isinstance(value.get("content"), str):
+                return f"{value['role']}: {self.flat(value['content'])}"
+            return "; ".join(t for _, t in self.parts(value))
+        return ""
+
+    def code(self, text: str) -> str:
+        if text in self.codes:
+            self.legend[self.codes[text]] = text
+            return self.codes[text]
+        if text in self.tables:
+            self.legend[text] = self.tables[text]
+        return text
 
 
 def _dates(text: str, now_s: float) -> str:
@@ -449,6 +495,8 @@ def _dates(text: str, now_s: float) -> str:
         delta = (today - day).days
         if delta == 0:
             return "today"
+        if delta == 1:
+            return "yesterday"
         if 0 < delta < 14:
             return f"{delta}d ago"
         label = f"{_MONTHS[day.month - 1]} {day.day}"
