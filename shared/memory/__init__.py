@@ -21,6 +21,7 @@ from hrm_memory.core.errors import (
     CorruptRecord,
     CursorExpired,
     DuplicateMemory,
+    HistoryNotKept,
     InvalidArgument,
     InvalidCursor,
     InvalidFilter,
@@ -42,6 +43,7 @@ from hrm_memory.core.errors import (
     UnknownConsentCategory,
     UnknownSchema,
     Unsupported,
+    UnsupportedFormat,
     ValueTooLarge,
 )
 from hrm_memory.core.events import Subscription
@@ -56,12 +58,18 @@ from hrm_memory.core.ops import (
     DeleteOp,
     EventsSinceOp,
     ExpandOp,
+    ExportOp,
+    ForgetOp,
     GetOp,
     GetRecordOp,
+    HistoryOp,
+    ImportOp,
     NamespacesOp,
     Op,
     PutOp,
+    QueryAsOfOp,
     QueryOp,
+    ReadAsOfOp,
     RecallOp,
     RememberOp,
     StatsOp,
@@ -72,10 +80,10 @@ from hrm_memory.core.ops import (
 from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
 from hrm_memory.core.records import MISSING, Event, Finding, Record
-from hrm_memory.core.spec import NamespaceSpec, Registry
+from hrm_memory.core.spec import Keep, NamespaceSpec, Registry
+from hrm_memory.history.keeper import Version
 
 __all__ = [
-    "MISSING",
     "AccessDenied",
     "ArchiveOp",
     "AsyncMemoryManager",
@@ -99,11 +107,16 @@ __all__ = [
     "Event",
     "EventsSinceOp",
     "ExpandOp",
+    "ExportOp",
     "Finding",
+    "ForgetOp",
     "GetOp",
     "GetRecordOp",
+    "HistoryNotKept",
+    "HistoryOp",
     "Hit",
     "HotStore",
+    "ImportOp",
     "InvalidArgument",
     "InvalidCursor",
     "InvalidFilter",
@@ -111,8 +124,10 @@ __all__ = [
     "InvalidNamespace",
     "InvalidSpec",
     "InvalidValue",
+    "Keep",
     "LegacyChanged",
     "LockTimeout",
+    "MISSING",
     "MemoryManager",
     "MemoryStoreError",
     "NamespaceConflict",
@@ -122,7 +137,9 @@ __all__ = [
     "NoLegacyFiles",
     "Op",
     "PutOp",
+    "QueryAsOfOp",
     "QueryOp",
+    "ReadAsOfOp",
     "RecallOp",
     "Record",
     "Registry",
@@ -141,7 +158,9 @@ __all__ = [
     "UnknownConsentCategory",
     "UnknownSchema",
     "Unsupported",
+    "UnsupportedFormat",
     "UpdateOp",
     "ValueTooLarge",
+    "Version",
     "default_root",
 ]

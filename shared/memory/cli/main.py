@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from hrm_memory.cli import portable as cli_portable
 from hrm_memory.cli import recall as cli_recall
 from hrm_memory.cli import trace as cli_trace
 from hrm_memory.core.errors import BadInput, MemoryStoreError, Unsupported
@@ -308,6 +309,7 @@ COMMANDS = {
     "undeclare": cmd_undeclare,
     "recall": cli_recall.cmd_recall,
     "context": cli_recall.cmd_context,
+    **cli_portable.COMMANDS,
 }
 
 
@@ -351,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action=_VersionAction, help="print 'hrm-memory VERSION' and exit")
     p.add_argument("--root", help="storage root directory")
+    p.add_argument("--backend", metavar="URL",
+                   help="a redis://host:port/db URL: use that Redis store instead of files under --root")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--durability", choices=["fsync", "flush"], default="fsync")
     p.add_argument("--locking", action="store_true", help="take cross-process file locks for writes")
@@ -391,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compact", action="store_true", help="show the stored compact form, codes unexpanded")
     cli_recall.register(sub)
     cli_recall.register_context(sub)
+    cli_portable.register(sub)
     sub.add_parser("stats", help="counts and sizes per namespace")
     s = sub.add_parser("check", help="walk the store and report damage (exit 4 if any)")
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")
@@ -509,7 +514,8 @@ def _run(argv: Sequence[str] | None) -> int:
             root = tmp.name
         if args.trace:
             provider = _setup_tracing(args, root)
-        with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider) as mm:
+        with MemoryManager(root, durability=args.durability, locking=args.locking, tracer_provider=provider,
+                           backend=args.backend) as mm:
             return COMMANDS[args.command](mm, args)
     except BadInput as exc:
         print(f"hrm-memory: error: {exc}", file=sys.stderr)
