@@ -84,6 +84,7 @@ from hrm_memory.core.spec import Keep, NamespaceSpec, Registry
 from hrm_memory.history.keeper import Version
 
 __all__ = [
+    "MISSING",
     "AccessDenied",
     "ArchiveOp",
     "AsyncMemoryManager",
@@ -127,7 +128,6 @@ __all__ = [
     "Keep",
     "LegacyChanged",
     "LockTimeout",
-    "MISSING",
     "MemoryManager",
     "MemoryStoreError",
     "NamespaceConflict",
