@@ -190,6 +190,7 @@ class Portable:
                 f"{where} is an hrm-memory export of format {found!r}; this version reads format {VERSION} "
                 "and older: upgrade hrm-memory to import it", path=str(where), found=found, supported=VERSION)
         touched: set[str] = set()
+        declared: set[str] = set()
         ended = False
         lineno = 1
         try:
@@ -210,8 +211,10 @@ class Portable:
                         progress(counts["records"])
                 elif kind == "namespace":
                     self._import_namespace(item, counts)
+                    declared.add(item["name"])
                 elif kind == "consent":
-                    self._import_consent(item, counts)
+                    if CONSENT_NAMESPACE not in declared:  # else its records carry the decisions, times and all
+                        self._import_consent(item, counts)
                 elif kind == "end":
                     ended = True
                 else:
@@ -230,7 +233,10 @@ class Portable:
         changes = self.backend.changes
         for ns in sorted(namespaces):
             if changes is not None:
-                changes.append(RECOVER, ns, "", 0, "0" * 32)
+                try:
+                    changes.append(RECOVER, ns, "", 0, "0" * 32)
+                except KeyError:
+                    pass  # a log without such notes (Redis): its writes logged themselves, entry by entry
             elif ns in self.core.bus.indexed:  # no change log: this process's index learns of them
                 self.core.bus.touched.update((ns, k) for k, _, _ in self.backend.keys(ns))
         self.core.index_epoch += 1
@@ -278,6 +284,7 @@ class Portable:
             return 0
         counts["records"] += 1
         kept = versions if tier is None else versions[:-1]
+        changed = False
         with self.backend.lock(ns):
             live = self.backend.get(ns, key)
             if tier is not None:
@@ -287,11 +294,8 @@ class Portable:
                     if tier == "cold":
                         self.backend.archive(ns, [stored])
                     live = stored
-                else:
-                    counts["existing"] += 1
-            elif live is not None:
-                counts["existing"] += 1
-            if spec.history is not None and kept:
+                    changed = True
+            if spec.history is not None and (kept or cut):
                 have_cut, have = self.history.load(ns, key)
                 merged = {int(e[0]): e for e in have}
                 for e in kept:
@@ -301,6 +305,9 @@ class Portable:
                 new_cut = max(cut, have_cut)
                 if entries != have or new_cut != have_cut:
                     self.history.store(ns, key, new_cut, entries, _now_us())
+                    changed = True
+        if not changed:
+            counts["existing"] += 1
         return len(versions)
 
 
