@@ -275,3 +275,61 @@ def test_purge_removes_kept_history(tmp_path: Path) -> None:
         mm.write("hist.tmp", "k", "secret-two")
         mm.undeclare("hist.tmp", purge=True)
     assert not any(b"secret-one" in p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
+
+
+def test_one_span_per_operation_and_no_value_in_any(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    canary = "CANARY-hist-5e1d-do-not-trace"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with MemoryManager(tmp_path / "r", tracer_provider=provider, deferred_spans=False) as mm:
+        mm.write("shared.people", "ann", {"n": canary})
+        t = time.time()
+        mm.write("shared.people", "ann", {"n": canary + "2"})
+        provider.force_flush()
+        exporter.clear()
+        calls = [
+            ("memory.history", lambda: mm.history("shared.people", "ann")),
+            ("memory.read_as_of", lambda: mm.read("shared.people", "ann", as_of=t)),
+            ("memory.read_as_of", lambda: mm.get_record("shared.people", "ann", as_of=t)),
+            ("memory.query_as_of", lambda: mm.query("shared.people", as_of=t)),
+            ("memory.export", lambda: mm.export(tmp_path / "x.jsonl")),
+            ("memory.import", lambda: mm.import_(tmp_path / "x.jsonl")),
+            ("memory.forget", lambda: mm.forget("shared.people", "ann")),
+        ]
+        for name, call in calls:
+            call()
+            provider.force_flush()
+            got = [s.name for s in exporter.get_finished_spans()]
+            assert got == [name], (name, got)
+            span = exporter.get_finished_spans()[0]
+            assert canary not in repr(dict(span.attributes or {})) and not span.events
+            exporter.clear()
+    provider.shutdown()
+
+
+def test_async_twins(tmp_path: Path) -> None:
+    import asyncio
+
+    from hrm_memory import AsyncMemoryManager
+
+    async def main() -> None:
+        async with AsyncMemoryManager(tmp_path / "r") as amm:
+            await amm.write("shared.people", "ann", 1)
+            t = _tick()
+            await amm.write("shared.people", "ann", 2)
+            assert [v.value for v in await amm.history("shared.people", "ann")] == [2, 1]
+            assert await amm.read("shared.people", "ann", as_of=t) == 1
+            assert (await amm.get_record("shared.people", "ann", as_of=t)).version == 1  # type: ignore[union-attr]
+            assert [r.value for r in await amm.query("shared.people", as_of=t)] == [1]
+            counts = await amm.export(tmp_path / "x.jsonl")
+            assert counts["records"] == 1
+            assert (await amm.import_(tmp_path / "x.jsonl"))["existing"] == 1
+            await amm.forget("shared.people", "ann")
+            assert await amm.history("shared.people", "ann") == []
+
+    asyncio.run(main())
