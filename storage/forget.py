@@ -89,10 +89,15 @@ def erase_file(backend: FileBackend, namespace: str, key: str) -> Erased:
     return out
 
 
-def _mentions(data: bytes, key: str) -> bool:
-    """True if ``data`` holds ``key`` as a warm line or an archive row would."""
-    raw = key.encode("utf-8", "surrogatepass")
-    return raw in data or orjson.dumps(key) in data
+def _in_line(data: bytes, key: str) -> bool:
+    """True if ``data`` holds ``key`` as a warm line does (a JSON string)."""
+    return orjson.dumps(key) in data
+
+
+def _in_rows(data: bytes, key: str) -> bool:
+    """True if inflated archive rows may hold ``key`` (msgpack keeps it raw:
+    a short key matches more spans than its own, and they go too)."""
+    return key.encode("utf-8", "surrogatepass") in data
 
 
 def erase_quarantined(root: Path, namespace: str, key: str) -> int:
@@ -112,15 +117,13 @@ def erase_quarantined(root: Path, namespace: str, key: str) -> int:
         if path.is_symlink() or not path.is_file():
             continue
         if name.startswith(f"warm__{namespace}__"):
-            doomed = _mentions(path.read_bytes(), key)
+            doomed = _in_line(path.read_bytes(), key)
         elif name.startswith(f"cold__{namespace}__"):
             data = path.read_bytes()
-            doomed = _mentions(data, key)
-            if not doomed:
-                try:
-                    doomed = _mentions(zlib.decompressobj().decompress(data[12:]), key)
-                except zlib.error:
-                    doomed = True  # cannot tell what it holds
+            try:
+                doomed = _in_rows(data, key) or _in_rows(zlib.decompressobj().decompress(data[12:]), key)
+            except zlib.error:
+                doomed = True  # cannot tell what it holds
         else:
             continue
         if doomed:

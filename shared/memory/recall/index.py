@@ -192,7 +192,7 @@ class RecallIndex:
                 try:
                     if changes.changed(start):
                         events, end = changes.read(start, skip_own=False)
-                        if any(e.namespace not in self.core.specs for e in events):
+                        if any(e.namespace not in self.core.specs and e.namespace[:1] != "_" for e in events):
                             # declared by another process since: load it before its
                             # events are filtered, or they are skipped for good
                             self.core.load_declared()
