@@ -333,3 +333,18 @@ def test_async_twins(tmp_path: Path) -> None:
             assert await amm.history("shared.people", "ann") == []
 
     asyncio.run(main())
+
+
+def test_compaction_keeps_what_the_policy_keeps_nothing_more(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    with MemoryManager(root, durability="flush") as mm:
+        mm.declare(NamespaceSpec("hist.one", history=Keep(versions=1)))
+        mm.write("hist.one", "k", "dropped-7c1e0a9b44")
+        mm.write("hist.one", "k", "kept-51f0e2d8aa")
+        mm.write("hist.one", "k", "current-0b9d3f6c12")
+        held = lambda needle: [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]  # noqa: E731
+        assert held(b"dropped-7c1e0a9b44")  # superseded lines, until compaction
+        mm.compact("hist.one")
+        assert held(b"dropped-7c1e0a9b44") == []
+        assert held(b"kept-51f0e2d8aa")
+        assert [v.value for v in mm.history("hist.one", "k")] == ["current-0b9d3f6c12", "kept-51f0e2d8aa"]

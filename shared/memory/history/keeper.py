@@ -222,7 +222,6 @@ class History:
             if spec.history is None or spec.tier == "hot":
                 continue
             hidden = history_namespace(spec.name)
-            changed = False
             with self.backend.lock(spec.name):
                 for st in list(self.backend.scan(hidden, strict=False)):
                     if st.key == SINCE_KEY:
@@ -236,9 +235,9 @@ class History:
                                      live.updated_us if live is not None else None, now_us)
                     if kept != data["v"] or cut != data["cut"]:
                         self.store(spec.name, st.key, cut, kept, now_us)
-                        changed = True
-                if changed:
-                    self.backend.compact(hidden)
+                # Superseded copies of the kept records (every update rewrites
+                # its key's record) go now, with what the policy dropped.
+                self.backend.compact(hidden)
 
     # -- reading ---------------------------------------------------------------------
 
