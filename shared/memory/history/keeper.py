@@ -167,7 +167,7 @@ class History:
             if self.backend.get(hidden, key) is not None:
                 self.backend.delete(hidden, key, now_us)
             return
-        self.backend.put(hidden, key, orjson.dumps({"cut": cut, "v": entries}), now_us)
+        self.backend.put(hidden, key, values.kept(orjson.dumps({"cut": cut, "v": entries})), now_us)
 
     def since(self, namespace: str) -> int | None:
         """Since when the namespace's history is complete (None: no write kept yet)."""
@@ -181,7 +181,8 @@ class History:
 
     def set_since(self, namespace: str, since_us: int) -> None:
         """Record since when history is complete (an import may move it back)."""
-        self.backend.put(history_namespace(namespace), SINCE_KEY, orjson.dumps({"since": since_us}), since_us)
+        self.backend.put(history_namespace(namespace), SINCE_KEY, values.kept(orjson.dumps({"since": since_us})),
+                         since_us)
         self._since[namespace] = since_us
 
     def _purged(self, namespace: str) -> None:

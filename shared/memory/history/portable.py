@@ -40,6 +40,7 @@ from typing import IO, Any
 
 import orjson
 
+from hrm_memory.core import values
 from hrm_memory.core.backend import RECOVER
 from hrm_memory.core.errors import BadInput, InvalidArgument, UnsupportedFormat
 from hrm_memory.core.ops import ExportOp, ImportOp
@@ -271,7 +272,7 @@ class Portable:
             return
         with self.backend.lock(CONSENT_NAMESPACE):
             if self.backend.get(CONSENT_NAMESPACE, category) is None:
-                self.backend.put(CONSENT_NAMESPACE, category, orjson.dumps({"granted": bool(granted)}),
+                self.backend.put(CONSENT_NAMESPACE, category, values.kept(orjson.dumps({"granted": bool(granted)})),
                                  _now_us())
                 counts["consents"] += 1
 
@@ -290,7 +291,9 @@ class Portable:
             if tier is not None:
                 v, created, updated, _, value = versions[-1]
                 if live is None or live.version < v:
-                    stored = self.backend.put(ns, key, orjson.dumps(value), updated, min_version=v, created_us=created)
+                    # values.kept: orjson's buffer is over-allocated (KiBs); the read cache keeps this one
+                    stored = self.backend.put(ns, key, values.kept(orjson.dumps(value)), updated, min_version=v,
+                                              created_us=created)
                     if tier == "cold":
                         self.backend.archive(ns, [stored])
                     live = stored
