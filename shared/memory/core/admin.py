@@ -192,9 +192,10 @@ class Admin:
     def _compact(self, op: CompactOp, scope: str | None, span: OpSpan | None) -> tuple[int, Attrs]:
         self.core.admin_only(scope, "compact the store")
         specs = list(self.core.registry) if op.namespace is None else [self.core.spec(op.namespace)]
-        if self.core.keeper is not None:
-            self.core.keeper.expire(specs, now_us())  # history past its policy goes before the rewrite
-        reclaimed = self.core.backend.compact(op.namespace)
+        reclaimed = 0
+        if self.core.keeper is not None:  # kept history past its policy goes, its logs rewritten
+            reclaimed += self.core.keeper.expire(specs, now_us())
+        reclaimed += self.core.backend.compact(op.namespace)
         return reclaimed, (None if span is None else {"hrm.memory.bytes": reclaimed})
 
     def _stats(self, op: StatsOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, Any], Attrs]:

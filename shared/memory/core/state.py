@@ -64,9 +64,10 @@ class Keeper(Protocol):
 
     def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int: ...
 
-    def expire(self, specs: list[NamespaceSpec], now_us: int) -> None:
+    def expire(self, specs: list[NamespaceSpec], now_us: int) -> int:
         """Drop kept versions the namespaces' policies no longer keep at
-        ``now_us`` (compaction and archiving call it), and rewrite what held them."""
+        ``now_us`` (compaction and archiving call it), and rewrite what held
+        them; the bytes reclaimed."""
         ...
 
 

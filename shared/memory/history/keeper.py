@@ -218,7 +218,8 @@ class History:
         top = int(entries[-1][0]) if entries else 0
         return max(top + 1, prev.version + 1 if prev is not None else 1)
 
-    def expire(self, specs: list[NamespaceSpec], now_us: int) -> None:
+    def expire(self, specs: list[NamespaceSpec], now_us: int) -> int:
+        reclaimed = 0
         for spec in specs:
             if spec.history is None or spec.tier == "hot":
                 continue
@@ -238,7 +239,8 @@ class History:
                         self.store(spec.name, st.key, cut, kept, now_us)
                 # Superseded copies of the kept records (every update rewrites
                 # its key's record) go now, with what the policy dropped.
-                self.backend.compact(hidden)
+                reclaimed += self.backend.compact(hidden)
+        return reclaimed
 
     # -- reading ---------------------------------------------------------------------
 
