@@ -1,6 +1,7 @@
 """altitude: the strategic-altitude HRM (the_assist's compressed memory)."""
 
 from hrm_memory.core.spec import DAY, NamespaceSpec
+from hrm_memory.namespaces.history import PATTERNS_HISTORY
 
 
 NAMESPACES = [
@@ -11,7 +12,7 @@ NAMESPACES = [
         max_keys=20,
         consent="conversation",
         description="session summaries; keeps the newest 20 warm", index=("$",), kind="episodic"),
-    NamespaceSpec("altitude.patterns", description="observed user patterns, by pattern code", index=("$",), kind="semantic"),
+    NamespaceSpec("altitude.patterns", description="observed user patterns, by pattern code", index=("$",), kind="semantic", history=PATTERNS_HISTORY),
     NamespaceSpec("altitude.coaching", description="how the assistant should behave, by coaching code", index=("$",), kind="procedural"),
     # Legacy the_assist stores (one record per legacy file; see migration/layout.py).
     NamespaceSpec(

@@ -1,6 +1,7 @@
 """focus: the fast/slow focus loops (locked_system's memories)."""
 
 from hrm_memory.core.spec import DAY, NamespaceSpec
+from hrm_memory.namespaces.history import NOTES_HISTORY
 
 
 NAMESPACES = [
@@ -13,7 +14,7 @@ NAMESPACES = [
     NamespaceSpec("focus.conversation", consent="conversation", description="legacy LockedLoop conversation", index=("$",), kind="episodic"),
     NamespaceSpec("focus.interactions", description="legacy FastMemory interaction signals and progress"),
     NamespaceSpec("focus.bridge", description="legacy BridgeMemory signals"),
-    NamespaceSpec("focus.notes", description="legacy developer and personal notes (markdown)", index=("$",), kind="semantic"),
+    NamespaceSpec("focus.notes", description="legacy developer and personal notes (markdown)", index=("$",), kind="semantic", history=NOTES_HISTORY),
     NamespaceSpec("focus.chat_history", description="legacy readline chat history (libedit bytes)"),
     NamespaceSpec("focus.memories", index=("text", "tags[*]"), description="typed memories (remember())"),
 ]

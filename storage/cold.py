@@ -397,6 +397,55 @@ class ColdTier:
                 pass  # nothing left to make durable, or the directory went with it
         return removed
 
+    def erase(self, namespace: str, key: str) -> int:
+        """Remove every archived copy of ``key`` (``MemoryManager.forget``);
+        return how many. Each frame holding one is rewritten in place, at the
+        same offset and length: the other rows recompressed, the rest of the
+        span zero bytes after the zlib stream (which decoding ignores), so
+        the warm markers of the other keys stay valid and not a byte of the
+        key's rows is left in the segment. A frame whose recompressed rows
+        would not fit (never seen: fewer rows compress smaller) raises
+        :class:`CorruptRecord` and changes nothing."""
+        removed = 0
+        with self._lock:
+            for seg in self._segments(namespace):
+                patches: list[tuple[int, bytes]] = []
+                for off, payload in self._frames(seg):
+                    if payload is None:
+                        continue
+                    rows = _decode_payload(payload)
+                    keep = [r for r in rows if r.key != key]
+                    if len(keep) == len(rows):
+                        continue
+                    removed += len(rows) - len(keep)
+                    if keep:
+                        body = zlib.compress(
+                            msgpack.packb([[r.key, r.version, r.created_us, r.updated_us, r.value] for r in keep]), 9
+                        )
+                        if len(body) > len(payload):
+                            raise CorruptRecord(
+                                f"archive frame at {seg}:{off} cannot be rewritten in place without {key!r}",
+                                namespace=namespace, key=key, path=str(seg),
+                            )
+                        body += bytes(len(payload) - len(body))
+                        patches.append((off, _HEAD.pack(MAGIC, len(body), zlib.crc32(body)) + body))
+                    else:
+                        patches.append((off, _HEAD.pack(SKIP, len(payload), 0) + bytes(len(payload))))
+                if not patches:
+                    continue
+                try:
+                    fd = os.open(seg, os.O_WRONLY | NOFOLLOW)
+                    try:
+                        for off, data in patches:
+                            os.pwrite(fd, data, off)
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    raise storage_error(exc, "rewrite", seg) from None
+            self._frame_cache.clear()
+        return removed
+
     def stats(self) -> dict[str, dict[str, int]]:
         out = {}
         for ns in self.namespaces():

@@ -242,6 +242,23 @@ class TextIndex:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return len(keys)
 
+    def erase(self, namespace: str, key: str) -> int:
+        """Remove ``key``'s row and leave none of its text in the file
+        (``MemoryManager.forget``): the row deleted with secure_delete on
+        (freed content is zeroed, so no VACUUM is needed: tests/test_forget.py
+        finds no copy without one), the full-text segments merged (the old
+        ones held its terms), the WAL checkpointed and truncated."""
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return 0
+            db = self._conn()
+            found = db.execute("SELECT count(*) FROM docs WHERE ns=? AND key=?", (namespace, key)).fetchone()[0]
+            self.apply([], [(namespace, key)])
+            db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+            if self.path is not None:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return int(found)
+
     def touch(self, ids: Iterable[int]) -> None:
         """Count one access of each row (ranking uses access counts)."""
         ids = list(ids)

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.tracing": 0,  # a span per operation: what the pipeline stands on
     "hrm_memory.recall": 1,  # features on top of the core
     "hrm_memory.context": 1,
+    "hrm_memory.history": 1,  # kept versions, as-of reads, forget, export/import
     "hrm_memory.storage": 2,  # backends (the recall index's rows are recall's Doc)
     "hrm_memory.namespaces": 2,
     "hrm_memory": 3,  # the façade re-exports the manager
@@ -55,7 +56,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.cli": 5,
 }
 #: Feature subpackages: the core imports none of them.
-FEATURES = ("hrm_memory.recall", "hrm_memory.context", "hrm_memory.integrations", "hrm_memory.cli")
+FEATURES = ("hrm_memory.recall", "hrm_memory.context", "hrm_memory.history", "hrm_memory.integrations", "hrm_memory.cli")
 #: Folder of the repository each subpackage comes from (the core is shared/memory).
 FOLDERS = ("hrm_memory.storage", "hrm_memory.namespaces", "hrm_memory.adapters", "hrm_memory.migration")
 

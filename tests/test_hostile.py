@@ -116,14 +116,14 @@ _LAYOUT = re.compile(
             r"events/[0-9]{6}\.log",
             r"events/\.(?:lock|seg)",
             r"traces/spans\.jsonl",
-            rf"warm/{_NS_RE}",
-            rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.log",
-            rf"warm/{_NS_RE}/\.gen",
-            rf"warm/{_NS_RE}/[0-9a-f]{{2}}\.idx",  # persisted bucket index (issue 13)
+            rf"warm/(?:_h\.)?{_NS_RE}",  # _h.<namespace>: its kept history (issue 27, docs/history.md)
+            rf"warm/(?:_h\.)?{_NS_RE}/[0-9a-f]{{2}}\.log",
+            rf"warm/(?:_h\.)?{_NS_RE}/\.gen",
+            rf"warm/(?:_h\.)?{_NS_RE}/[0-9a-f]{{2}}\.idx",  # persisted bucket index (issue 13)
             rf"cold/{_NS_RE}",
             rf"cold/{_NS_RE}/[0-9]{{6}}\.seg",
-            rf"locks/(?:{_NS_RE}|meta\.namespaces)\.lock",
-            rf"locks/{_NS_RE}\.writers",  # the writer gate: appends shared, rewrites exclusive
+            rf"locks/(?:(?:_h\.)?{_NS_RE}|meta\.namespaces)\.lock",
+            rf"locks/(?:_h\.)?{_NS_RE}\.writers",  # the writer gate: appends shared, rewrites exclusive
             r"meta/namespaces\.json",
             r"index",
             r"index/recall\.db(?:-wal|-shm|-journal)?",  # the recall index (docs/recall.md)

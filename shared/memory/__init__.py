@@ -21,6 +21,7 @@ from hrm_memory.core.errors import (
     CorruptRecord,
     CursorExpired,
     DuplicateMemory,
+    HistoryNotKept,
     InvalidArgument,
     InvalidCursor,
     InvalidFilter,
@@ -43,6 +44,7 @@ from hrm_memory.core.errors import (
     UnknownConsentCategory,
     UnknownSchema,
     Unsupported,
+    UnsupportedFormat,
     ValueTooLarge,
 )
 from hrm_memory.core.events import Subscription
@@ -57,12 +59,18 @@ from hrm_memory.core.ops import (
     DeleteOp,
     EventsSinceOp,
     ExpandOp,
+    ExportOp,
+    ForgetOp,
     GetOp,
     GetRecordOp,
+    HistoryOp,
+    ImportOp,
     NamespacesOp,
     Op,
     PutOp,
+    QueryAsOfOp,
     QueryOp,
+    ReadAsOfOp,
     RecallOp,
     RememberOp,
     StatsOp,
@@ -73,7 +81,8 @@ from hrm_memory.core.ops import (
 from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
 from hrm_memory.core.records import MISSING, Event, Finding, Record
-from hrm_memory.core.spec import NamespaceSpec, Registry
+from hrm_memory.core.spec import Keep, NamespaceSpec, Registry
+from hrm_memory.history.keeper import Version
 
 __all__ = [
     "MISSING",
@@ -100,11 +109,16 @@ __all__ = [
     "Event",
     "EventsSinceOp",
     "ExpandOp",
+    "ExportOp",
     "Finding",
+    "ForgetOp",
     "GetOp",
     "GetRecordOp",
+    "HistoryNotKept",
+    "HistoryOp",
     "Hit",
     "HotStore",
+    "ImportOp",
     "InvalidArgument",
     "InvalidCursor",
     "InvalidFilter",
@@ -112,6 +126,7 @@ __all__ = [
     "InvalidNamespace",
     "InvalidSpec",
     "InvalidValue",
+    "Keep",
     "LegacyChanged",
     "LockTimeout",
     "MemoryManager",
@@ -124,7 +139,9 @@ __all__ = [
     "NotReplicated",
     "Op",
     "PutOp",
+    "QueryAsOfOp",
     "QueryOp",
+    "ReadAsOfOp",
     "RecallOp",
     "Record",
     "Registry",
@@ -143,7 +160,9 @@ __all__ = [
     "UnknownConsentCategory",
     "UnknownSchema",
     "Unsupported",
+    "UnsupportedFormat",
     "UpdateOp",
     "ValueTooLarge",
+    "Version",
     "default_root",
 ]

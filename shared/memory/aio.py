@@ -35,12 +35,18 @@ from hrm_memory.core.ops import (
     DeleteOp,
     EventsSinceOp,
     ExpandOp,
+    ExportOp,
+    ForgetOp,
     GetOp,
     GetRecordOp,
+    HistoryOp,
+    ImportOp,
     NamespacesOp,
     Op,
     PutOp,
+    QueryAsOfOp,
     QueryOp,
+    ReadAsOfOp,
     RecallOp,
     RememberOp,
     StatsOp,
@@ -54,6 +60,7 @@ from hrm_memory.core.spec import NamespaceSpec
 from hrm_memory.context.render import Context
 from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
+from hrm_memory.history.keeper import Version
 
 _END = object()
 
@@ -122,13 +129,27 @@ class AsyncOperations:
         ctx = contextvars.copy_context()
         return await loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, None, self._hrm)
 
-    async def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
+    async def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False,
+                   as_of: Any = None) -> Any:
         """See :meth:`MemoryManager.read`."""
+        if as_of is not None:
+            return await self._run(ReadAsOfOp(namespace, key, as_of, default, compact, False))
         return await self._run(GetOp(namespace, key, default, compact))
 
-    async def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
+    async def get_record(self, namespace: str, key: str, *, compact: bool = False,
+                         as_of: Any = None) -> Record | None:
         """See :meth:`MemoryManager.get_record`."""
+        if as_of is not None:
+            return await self._run(ReadAsOfOp(namespace, key, as_of, None, compact, True))  # type: ignore[no-any-return]
         return await self._run(GetRecordOp(namespace, key, compact))  # type: ignore[no-any-return]
+
+    async def history(self, namespace: str, key: str, *, compact: bool = False) -> list[Version]:
+        """See :meth:`MemoryManager.history`."""
+        return await self._run(HistoryOp(namespace, key, compact))  # type: ignore[no-any-return]
+
+    async def forget(self, namespace: str, key: str) -> dict[str, int]:
+        """See :meth:`MemoryManager.forget`."""
+        return await self._run(ForgetOp(namespace, key))  # type: ignore[no-any-return]
 
     async def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
         """See :meth:`MemoryManager.write`."""
@@ -154,8 +175,11 @@ class AsyncOperations:
         limit: int | None = None,
         include_cold: bool = False,
         compact: bool = False,
+        as_of: Any = None,
     ) -> list[Record]:
         """See :meth:`MemoryManager.query`."""
+        if as_of is not None:
+            return await self._run(QueryAsOfOp(namespace, key, where, limit, as_of, compact))  # type: ignore[no-any-return]
         return await self._run(QueryOp(namespace, key, where, limit, include_cold, compact))  # type: ignore[no-any-return]
 
     async def recall(
@@ -322,6 +346,14 @@ class AsyncMemoryManager(AsyncOperations):
     async def stats(self) -> dict[str, Any]:
         """See :meth:`MemoryManager.stats`."""
         return await self._run(StatsOp())  # type: ignore[no-any-return]
+
+    async def export(self, out: Any, *, namespaces: str = "*", progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+        """See :meth:`MemoryManager.export` (runs on the pool: the event loop is never blocked)."""
+        return await self._run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
+
+    async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+        """See :meth:`MemoryManager.import_`."""
+        return await self._run(ImportOp(source, progress))  # type: ignore[no-any-return]
 
 
 class AsyncScope(AsyncOperations):

@@ -34,12 +34,18 @@ from hrm_memory.core.ops import (
     DeleteOp,
     EventsSinceOp,
     ExpandOp,
+    ExportOp,
+    ForgetOp,
     GetOp,
     GetRecordOp,
+    HistoryOp,
+    ImportOp,
     NamespacesOp,
     Op,
     PutOp,
+    QueryAsOfOp,
     QueryOp,
+    ReadAsOfOp,
     RecallOp,
     RememberOp,
     StatsOp,
@@ -52,6 +58,9 @@ from hrm_memory.core.admin import Admin
 from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
+from hrm_memory.history.forget import Eraser, Forget
+from hrm_memory.history.keeper import History, Version
+from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
 from hrm_memory.recall.memories import Remember
 from hrm_memory.recall.search import Recall
@@ -61,6 +70,7 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
+from hrm_memory.storage.forget import eraser_for
 from hrm_memory.storage.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -85,19 +95,45 @@ class Operations:
     #: hot path ``_run(fields, OpType)`` (see :mod:`hrm_memory.core.ops`).
     _run: Callable[..., Any]
 
-    def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False) -> Any:
+    def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False, as_of: Any = None) -> Any:
         """The value of ``key`` exactly as written (equal, same types), or
         ``default`` if there is none. ``compact=True`` gives the coded form
         that is stored (field aliases and value codes of the namespace's
         codec). Archived keys are found in the cold tier too. Raises
         :class:`InvalidNamespace`, :class:`UndeclaredNamespace`,
-        :class:`InvalidKey`, :class:`CorruptRecord`, :class:`AccessDenied`."""
+        :class:`InvalidKey`, :class:`CorruptRecord`, :class:`AccessDenied`.
+
+        ``as_of`` (epoch seconds or a timezone-aware datetime): the value
+        that was current then (``default`` if the key was absent then), from
+        the history the namespace keeps; :class:`HistoryNotKept` when the
+        store cannot know (older than the kept history). docs/history.md."""
+        if as_of is not None:
+            return self._run(ReadAsOfOp(namespace, key, as_of, default, compact, False))
         return self._run((namespace, key, default, compact), GetOp)
 
-    def get_record(self, namespace: str, key: str, *, compact: bool = False) -> Record | None:
+    def get_record(self, namespace: str, key: str, *, compact: bool = False, as_of: Any = None) -> Record | None:
         """The :class:`Record` of ``key`` (value, version, times, tier,
-        ``persisted``), or None."""
+        ``persisted``), or None. With ``as_of``, the record current then
+        (``tier`` is ``"history"`` for a superseded version), as :meth:`read`."""
+        if as_of is not None:
+            return self._run(ReadAsOfOp(namespace, key, as_of, None, compact, True))  # type: ignore[no-any-return]
         return self._run(GetRecordOp(namespace, key, compact))  # type: ignore[no-any-return]
+
+    def history(self, namespace: str, key: str, *, compact: bool = False) -> list[Version]:
+        """The kept versions of ``key``, newest first, deletions included:
+        each a :class:`Version` (``version``, ``value`` as written, or None
+        for a deletion, ``created_at``, ``updated_at``, ``deleted``,
+        ``current``). How many are kept is the namespace's
+        ``NamespaceSpec.history`` (only the current one when it keeps none)."""
+        return self._run(HistoryOp(namespace, key, compact))  # type: ignore[no-any-return]
+
+    def forget(self, namespace: str, key: str) -> dict[str, int]:
+        """Erase every version of ``key`` from every place it lives: warm
+        logs (rewritten), cold archive, kept history, recall index (file,
+        WAL and memory), change log, quarantine. Unlike :meth:`delete` (a
+        versioned tombstone), nothing of the record is left to read or to
+        recover. Returns counts per place. docs/history.md."""
+        return self._run(ForgetOp(namespace, key))  # type: ignore[no-any-return]
 
     def write(self, namespace: str, key: str, value: Any, *, imported: bool = False) -> str:
         """Store ``value`` under ``key``; return the operation's trace id (hex).
@@ -136,6 +172,7 @@ class Operations:
         limit: int | None = None,
         include_cold: bool = False,
         compact: bool = False,
+        as_of: Any = None,
     ) -> list[Record]:
         """Records whose namespace and key match the globs, ordered by
         (namespace, key).
@@ -148,7 +185,13 @@ class Operations:
         :class:`InvalidFilter`; an exact namespace that is not declared, or a
         glob that matches none, raises :class:`UndeclaredNamespace`.
         ``limit`` caps the number returned. Archived records are included
-        only with ``include_cold=True`` (their ``tier`` is ``"cold"``)."""
+        only with ``include_cold=True`` (their ``tier`` is ``"cold"``).
+
+        ``as_of`` answers as the store was then, archived records included:
+        every namespace matched must keep history reaching that far, else
+        :class:`HistoryNotKept` (a partial answer would be a wrong one)."""
+        if as_of is not None:
+            return self._run(QueryAsOfOp(namespace, key, where, limit, as_of, compact))  # type: ignore[no-any-return]
         return self._run((namespace, key, where, limit, include_cold, compact), QueryOp)  # type: ignore[no-any-return]
 
     def recall(
@@ -418,7 +461,7 @@ class MemoryManager(Operations):
                 backend.close()  # ours: a failed open leaves no file open
             raise
         index_dir = None if self.root is None else self.root / "index"
-        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
+        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion, eraser_for(backend))
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
@@ -494,6 +537,28 @@ class MemoryManager(Operations):
         """Counts and sizes per namespace and tier, and the backend's own figures."""
         return self._pipeline.run(StatsOp())  # type: ignore[no-any-return]
 
+    # -- portability ------------------------------------------------------------------
+
+    def export(self, out: str | os.PathLike[str] | Any, *, namespaces: str = "*",
+               progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+        """Write the persisted namespaces matching ``namespaces`` (a glob) to
+        ``out`` (a path, created 0600, or a binary file) in the export format
+        of docs/history.md: declarations, consent decisions, every record
+        with its kept history, tiers and times. Streams: memory stays bounded
+        at any size. The same data exports to the same bytes, whichever
+        backend holds it. ``progress(n)`` is called as records are written.
+        Returns counts (``namespaces``, ``records``, ``versions``)."""
+        return self._pipeline.run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
+
+    def import_(self, source: str | os.PathLike[str] | Any, *,
+                progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+        """Read an export (a path or a binary file) into this store, whatever
+        its backend. Idempotent: what the store already holds as new is left
+        alone. Refuses a newer format with :class:`UnsupportedFormat` and a
+        namespace declared differently with :class:`NamespaceConflict`,
+        before writing anything. Returns counts."""
+        return self._pipeline.run(ImportOp(source, progress))  # type: ignore[no-any-return]
+
 
 class Scope(Operations):
     """A :class:`MemoryManager` seen by one HRM (see :meth:`MemoryManager.scope`).
@@ -510,14 +575,20 @@ class Scope(Operations):
 
 
 def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
-            fusion: str = FUSIONS[0]) -> Pipeline:
+            fusion: str = FUSIONS[0], erase: Eraser | None = None) -> Pipeline:
     """The composition root: the pipeline and its components, each given
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
-    the index; context gets recall."""
+    the index; context gets recall; history keeps superseded versions
+    (the core tells it of writes); forget gets history, the index and the
+    backend's eraser (``erase``; default: the one for ``core.backend``);
+    export and import get history."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
-    return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall)])
+    history = History(core)
+    forget = Forget(core, history, index, erase if erase is not None else eraser_for(core.backend))
+    return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall),
+                           history, forget, Portable(core, history)])
 
 
 class Consent:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from hrm_memory.cli import portable as cli_portable
 from hrm_memory.cli import recall as cli_recall
 from hrm_memory.cli import trace as cli_trace
 from hrm_memory.core.errors import BadInput, MemoryStoreError, Unsupported
@@ -315,6 +316,7 @@ COMMANDS = {
     "undeclare": cmd_undeclare,
     "recall": cli_recall.cmd_recall,
     "context": cli_recall.cmd_context,
+    **cli_portable.COMMANDS,
 }
 
 
@@ -405,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compact", action="store_true", help="show the stored compact form, codes unexpanded")
     cli_recall.register(sub)
     cli_recall.register_context(sub)
+    cli_portable.register(sub)
     sub.add_parser("stats", help="counts and sizes per namespace")
     s = sub.add_parser("check", help="walk the store and report damage (exit 4 if any)")
     s.add_argument("--fix", action="store_true", help="move damaged bytes to quarantine/ and repair")

@@ -141,8 +141,11 @@ class Admin:
             for st in list(self.core.hot.scan(spec.name)):
                 # The record keeps the creation time it had while it waited for
                 # consent (issue 14, item 22: a grant used to reset it).
+                least = st.version
+                if spec.history is not None and self.core.keeper is not None:
+                    least = max(least, self.core.keeper.supersede(spec, st.key, st.updated_us, False))
                 stored = self.core.backend.put(
-                    spec.name, st.key, st.value, st.updated_us, min_version=st.version, created_us=st.created_us
+                    spec.name, st.key, st.value, st.updated_us, min_version=least, created_us=st.created_us
                 )
                 self.core.hot.delete(spec.name, st.key, now_us())
                 self.core.bus.record("write", spec.name, st.key, stored.version, trace_id, True)
@@ -173,6 +176,8 @@ class Admin:
                     self.core.backend.compact(spec.name)
             if n:
                 moved[spec.name] = n
+        if self.core.keeper is not None:
+            self.core.keeper.expire(list(self.core.registry), now_us)
         attrs = None
         if span is not None:
             attrs = {"hrm.memory.archived": sum(moved.values()), "db.response.returned_rows": len(moved)}
@@ -186,9 +191,11 @@ class Admin:
 
     def _compact(self, op: CompactOp, scope: str | None, span: OpSpan | None) -> tuple[int, Attrs]:
         self.core.admin_only(scope, "compact the store")
-        if op.namespace is not None:
-            self.core.spec(op.namespace)
-        reclaimed = self.core.backend.compact(op.namespace)
+        specs = list(self.core.registry) if op.namespace is None else [self.core.spec(op.namespace)]
+        reclaimed = 0
+        if self.core.keeper is not None:  # kept history past its policy goes, its logs rewritten
+            reclaimed += self.core.keeper.expire(specs, now_us())
+        reclaimed += self.core.backend.compact(op.namespace)
         return reclaimed, (None if span is None else {"hrm.memory.bytes": reclaimed})
 
     def _stats(self, op: StatsOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, Any], Attrs]:

@@ -169,6 +169,18 @@ class NotReplicated(BackendUnavailable):
     it. Read it back (or write it again) once the replicas are back."""
 
 
+class HistoryNotKept(MemoryStoreError, LookupError):
+    """An ``as_of`` read asked for a time older than the history the
+    namespace keeps (attributes ``namespace``, ``key``, ``as_of_us``): the
+    store cannot say what was current then, and says so rather than guess."""
+
+
+class UnsupportedFormat(MemoryStoreError, ValueError):
+    """An export file this version cannot read: not an hrm-memory export, or
+    written in a newer format (attributes ``path``, ``found``, ``supported``).
+    Nothing was imported."""
+
+
 class StorageError(MemoryStoreError, OSError):
     """The file system refused a write (disk full, read-only, permission).
 
@@ -182,6 +194,7 @@ __all__ = [
     "CorruptRecord",
     "CursorExpired",
     "DuplicateMemory",
+    "HistoryNotKept",
     "InvalidArgument",
     "InvalidCursor",
     "InvalidFilter",
@@ -204,5 +217,6 @@ __all__ = [
     "UnknownConsentCategory",
     "UnknownSchema",
     "Unsupported",
+    "UnsupportedFormat",
     "ValueTooLarge",
 ]

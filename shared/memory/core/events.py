@@ -56,8 +56,10 @@ class Subscription:
         call(self, event)
 
     def matches(self, event: Event) -> bool:
-        if event.op == RECOVER:
-            return False  # a note for derived data, not a change
+        if event.op == RECOVER or event.namespace[:1] == "_":
+            # a note for derived data, or a change to a store-internal
+            # namespace (kept history: "_h.<namespace>"), not a change to report
+            return False
         return fnmatch.fnmatchcase(event.namespace, self.namespace) and (
             self.key == "*" or fnmatch.fnmatchcase(event.key, self.key)
         )

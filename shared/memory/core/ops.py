@@ -200,6 +200,65 @@ class RememberOp(NamedTuple):
     key: str | None = None
 
 
+class HistoryOp(NamedTuple):
+    """The kept versions of one key, newest first, deletions included (see
+    :meth:`MemoryManager.history`); the result is a list of ``Version``."""
+
+    namespace: str
+    key: str
+    compact: bool = False
+
+
+class ReadAsOfOp(NamedTuple):
+    """Read one key as it was at ``as_of`` (epoch seconds or an aware
+    datetime): its value (``default`` when absent then), or its
+    :class:`Record` (None when absent) with ``record=True``."""
+
+    namespace: str
+    key: str
+    as_of: Any
+    default: Any = None
+    compact: bool = False
+    record: bool = False
+
+
+class QueryAsOfOp(NamedTuple):
+    """:class:`QueryOp` answered as the store was at ``as_of``."""
+
+    namespace: str
+    key: str
+    where: Mapping[str, Any] | None
+    limit: int | None
+    as_of: Any
+    compact: bool = False
+
+
+class ForgetOp(NamedTuple):
+    """Erase every version of one key from every place it lives (see
+    :meth:`MemoryManager.forget`); the result counts what was removed, per place."""
+
+    namespace: str
+    key: str
+
+
+class ExportOp(NamedTuple):
+    """Write the store (namespaces matching ``namespaces``) to ``out`` (a
+    path or a binary file) in the export format; the result counts what was
+    written. ``progress`` is called with the records written so far."""
+
+    out: Any
+    namespaces: str = "*"
+    progress: Callable[[int], Any] | None = None
+
+
+class ImportOp(NamedTuple):
+    """Read an export from ``source`` (a path or a binary file) into the
+    store; the result counts what was imported and what was already there."""
+
+    source: Any
+    progress: Callable[[int], Any] | None = None
+
+
 Op = Union[
     ContextOp,
     RecallOp,
@@ -222,6 +281,12 @@ Op = Union[
     CheckOp,
     CompactOp,
     StatsOp,
+    HistoryOp,
+    ReadAsOfOp,
+    QueryAsOfOp,
+    ForgetOp,
+    ExportOp,
+    ImportOp,
 ]
 
 #: Every op type, for code that needs to enumerate them (the pipeline checks
@@ -229,6 +294,12 @@ Op = Union[
 OP_TYPES: tuple[type, ...] = Op.__args__  # type: ignore[attr-defined]
 
 __all__ = [
+    "ImportOp",
+    "ExportOp",
+    "ForgetOp",
+    "QueryAsOfOp",
+    "ReadAsOfOp",
+    "HistoryOp",
     "OP_TYPES",
     "ArchiveOp",
     "CheckOp",

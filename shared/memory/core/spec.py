@@ -107,6 +107,32 @@ def check_key(key: object, namespace: str | None = None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Keep:
+    """How much history a namespace keeps (``NamespaceSpec.history``): the
+    superseded versions of each key (deletions included), at most
+    ``versions`` of them and none superseded more than ``days`` ago; None
+    for no limit of that kind (one of the two must be given). The current
+    version is always there; see docs/history.md."""
+
+    versions: int | None = None
+    days: float | None = None
+
+    def __post_init__(self) -> None:
+        v, d = self.versions, self.days
+        if v is not None and (type(v) is not int or v < 1):
+            raise InvalidSpec(f"Keep(versions=...) must be None or an int >= 1, not {v!r}", namespace=None,
+                              field="history")
+        if d is not None and (type(d) not in (int, float) or not math.isfinite(d) or not d > 0):
+            raise InvalidSpec(f"Keep(days=...) must be None or a positive number, not {d!r}", namespace=None,
+                              field="history")
+        if v is None and d is None:
+            raise InvalidSpec("Keep() needs versions=N and/or days=D", namespace=None, field="history")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"versions": self.versions, "days": self.days}
+
+
+@dataclass(frozen=True, slots=True)
 class NamespaceSpec:
     """The declaration of one namespace.
 
@@ -127,6 +153,10 @@ class NamespaceSpec:
       paths such as ``("text", "tags[*]", "who.name")``; ``None`` for none.
     - ``kind``: the kind of memory its records are (one of :data:`KINDS`),
       which routes queries to it; a record's own ``"kind"`` field wins.
+    - ``history``: how many superseded versions to keep (:class:`Keep`), for
+      :meth:`MemoryManager.history` and ``as_of`` reads; None keeps none.
+      Only persisted versions are kept: never for a hot namespace, nor for
+      values of a gated namespace held while consent is not granted.
     """
 
     name: str
@@ -141,6 +171,7 @@ class NamespaceSpec:
     schema: str | None = None
     index: tuple[str, ...] | None = None
     kind: str | None = None
+    history: Keep | None = None
 
     def __post_init__(self) -> None:
         # Every field is checked here, so a bad spec never reaches a registry
@@ -191,6 +222,18 @@ class NamespaceSpec:
             object.__setattr__(self, "index", tuple(index))
         if self.kind is not None and self.kind not in KINDS:
             raise bad("kind", f"None or one of {KINDS}")
+        history = self.history
+        if isinstance(history, dict):
+            try:
+                history = Keep(**history)
+            except TypeError:
+                raise bad("history", "None or Keep(versions=N, days=D)") from None
+            object.__setattr__(self, "history", history)
+        if history is not None:
+            if not isinstance(history, Keep):
+                raise bad("history", "None or Keep(versions=N, days=D)")
+            if self.tier == "hot":
+                raise bad("history", "None for a hot namespace (its records live in this process only)")
         if self.owner is None:
             object.__setattr__(self, "owner", self.name.split(".", 1)[0])
 
@@ -203,6 +246,8 @@ class NamespaceSpec:
         data = asdict(self)
         if self.index is not None:
             data["index"] = list(self.index)
+        if self.history is None:
+            del data["history"]  # as declarations made before the field existed were stored
         return data
 
     @classmethod

@@ -55,6 +55,22 @@ Handler = Callable[[Any, str | None, OpSpan | None], tuple[Any, Attrs]]
 Handlers = dict[type, tuple[str, Handler, bool]]
 
 
+class Keeper(Protocol):
+    """Keeps superseded versions (``NamespaceSpec.history``): told before a
+    persisted record of a namespace that keeps history is replaced or
+    deleted, with the namespace lock held. Returns the least version the
+    next write of the key may take (versions never go back, deletions
+    included)."""
+
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int: ...
+
+    def expire(self, specs: list[NamespaceSpec], now_us: int) -> int:
+        """Drop kept versions the namespaces' policies no longer keep at
+        ``now_us`` (compaction and archiving call it), and rewrite what held
+        them; the bytes reclaimed."""
+        ...
+
+
 class Component(Protocol):
     """A part of the pipeline: the handlers of its ops, and what it holds to release."""
 
@@ -104,6 +120,8 @@ class Core:
         #: Told the name of a namespace whose data was just purged (derived
         #: data held by a component, such as the recall index, goes too).
         self.purge_listeners: list[Callable[[str], None]] = []
+        #: Keeps history for namespaces that declare some (set by the history component).
+        self.keeper: Keeper | None = None
         self.load_declared()
         self.refresh_indexed()
 
@@ -262,6 +280,10 @@ class Core:
                 base = self.lookup(spec, key)
                 return self.hot.put(spec.name, key, data, now_us(), base_version=base.version if base else 0)
             self.hot.delete(spec.name, key, now_us())  # a session-only copy is superseded
+        if spec.history is not None and self.keeper is not None:
+            now = now_us()
+            least = self.keeper.supersede(spec, key, now, False)
+            return self.backend.put(spec.name, key, data, now, min_version=least)
         return self.backend.put(spec.name, key, data, now_us())
 
     def encode(self, spec: NamespaceSpec, key: str, value: Any) -> tuple[bytes, Any]:
@@ -344,4 +366,4 @@ class Core:
             span.end({"hrm.memory.subscription": sub.namespace, "hrm.memory.event": event.op}, exc)
 
 
-__all__ = ["CONSENT_NAMESPACE", "GLOB", "Attrs", "Component", "Core", "Handler", "Handlers", "now_us"]
+__all__ = ["CONSENT_NAMESPACE", "GLOB", "Attrs", "Component", "Core", "Handler", "Handlers", "Keeper", "now_us"]

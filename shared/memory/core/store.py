@@ -228,7 +228,10 @@ class Records:
             if spec.tier == "hot" or spec.consent is not None:
                 old = self.hot.delete(spec.name, key, now_us())
             if spec.tier != "hot":
-                old = self.backend.delete(spec.name, key, now_us()) or old
+                now = now_us()
+                if spec.history is not None and self.core.keeper is not None:
+                    self.core.keeper.supersede(spec, key, now, True)  # the deletion is a kept version
+                old = self.backend.delete(spec.name, key, now) or old
             if old is not None:
                 self.bus.record("delete", spec.name, key, old.version + 1, trace_id, old.tier != "hot")
         attrs = None if span is None else {"hrm.memory.hit": old is not None, "hrm.memory.tier": spec.tier}

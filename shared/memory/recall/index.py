@@ -62,6 +62,7 @@ class SearchIndex(Protocol):
 
     def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None: ...
     def purge(self, namespace: str) -> int: ...
+    def erase(self, namespace: str, key: str) -> int: ...
     def touch(self, ids: Iterable[int]) -> None: ...
     def meta(self, name: str) -> str | None: ...
     def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
@@ -191,7 +192,7 @@ class RecallIndex:
                 try:
                     if changes.changed(start):
                         events, end = changes.read(start, skip_own=False)
-                        if any(e.namespace not in self.core.specs for e in events):
+                        if any(e.namespace not in self.core.specs and e.namespace[:1] != "_" for e in events):
                             # declared by another process since: load it before its
                             # events are filtered, or they are skipped for good
                             self.core.load_declared()
@@ -243,6 +244,19 @@ class RecallIndex:
         # What this session still holds (session-only copies awaiting consent)
         # stays readable, so it is indexed again, in memory.
         self.core.bus.touched.update((namespace, st.key) for st in self.core.hot.scan(namespace))
+
+    def erase(self, namespace: str, key: str) -> int:
+        """Remove every row of ``key`` from both indexes, leaving none of its
+        text in the index file (``MemoryManager.forget``); rows removed."""
+        self.core.index_epoch += 1
+        self.core.bus.touched.discard((namespace, key))
+        removed = 0
+        for index in (self.disk, self.mem):
+            if index is not None:
+                removed += index.erase(namespace, key)
+                self._dense_cache.pop(id(index), None)
+        self.matrices.clear()
+        return removed
 
     # -- access counts and vectors -------------------------------------------------
 

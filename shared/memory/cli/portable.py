@@ -1,0 +1,90 @@
+"""``hrm-memory history``, ``forget``, ``export`` and ``import``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable
+
+from hrm_memory.cli.textfmt import EXIT_NOT_FOUND, EXIT_OK, table
+from hrm_memory.cli.textfmt import dump_json as _dump
+from hrm_memory.manager import MemoryManager
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("history", help="the kept versions of a key, newest first (deletions included)")
+    s.add_argument("namespace")
+    s.add_argument("key")
+    s = sub.add_parser("forget", help="erase every version of a key from every place it lives (not undoable)")
+    s.add_argument("namespace")
+    s.add_argument("key")
+    s = sub.add_parser("export", help="write the store to a file in the export format (docs/history.md)")
+    s.add_argument("out", metavar="OUT", help="the file to write ('-' for stdout)")
+    s.add_argument("--ns", default="*", metavar="GLOB", help="only namespaces matching GLOB (default all)")
+    s = sub.add_parser("import", help="read an export file into the store (idempotent)")
+    s.add_argument("source", metavar="IN", help="the export file ('-' for stdin)")
+
+
+def _progress(verb: str) -> Callable[[int], None] | None:
+    """Records done so far on stderr, on one line, when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(n: int) -> None:
+        sys.stderr.write(f"\r{verb} {n:,} records")
+        sys.stderr.flush()
+
+    return show
+
+
+def _done_progress(progress: Callable[[int], None] | None) -> None:
+    if progress is not None:
+        sys.stderr.write("\n")
+
+
+def cmd_history(mm: MemoryManager, args: argparse.Namespace) -> int:
+    versions = mm.history(args.namespace, args.key)
+    if not versions:
+        print(f"not found: {args.namespace} {args.key!r}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    rows = [
+        {"version": v.version, "updated_at": v.updated_at.isoformat(), "deleted": v.deleted,
+         "current": v.current, "value": v.value}
+        for v in versions
+    ]
+    if args.json:
+        print(_dump(rows))
+    else:
+        print(table([{**r, "value": _dump(r["value"])} for r in rows],
+                    ["version", "updated_at", "deleted", "current", "value"]))
+    return EXIT_OK
+
+
+def cmd_forget(mm: MemoryManager, args: argparse.Namespace) -> int:
+    counts = mm.forget(args.namespace, args.key)
+    print(_dump(counts) if args.json else "forgotten: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return EXIT_OK
+
+
+def cmd_export(mm: MemoryManager, args: argparse.Namespace) -> int:
+    progress = _progress("exported")
+    out: Any = sys.stdout.buffer if args.out == "-" else args.out
+    counts = mm.export(out, namespaces=args.ns, progress=progress)
+    _done_progress(progress)
+    if args.out != "-":
+        print(_dump(counts) if args.json else f"exported {counts['records']} records ({counts['versions']} versions) "
+              f"of {counts['namespaces']} namespaces to {args.out}")
+    return EXIT_OK
+
+
+def cmd_import(mm: MemoryManager, args: argparse.Namespace) -> int:
+    progress = _progress("imported")
+    source: Any = sys.stdin.buffer if args.source == "-" else args.source
+    counts = mm.import_(source, progress=progress)
+    _done_progress(progress)
+    print(_dump(counts) if args.json else f"imported {counts['records']} records ({counts['existing']} already there), "
+          f"{counts['declared']} namespaces declared, {counts['consents']} consent decisions")
+    return EXIT_OK
+
+
+COMMANDS = {"history": cmd_history, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}
