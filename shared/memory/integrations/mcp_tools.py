@@ -140,9 +140,11 @@ class MemoryTools:
         namespace: Annotated[str, Field(description="The memory's namespace, as remember or recall returned it.")],
         key: Annotated[str, Field(description="The memory's key, as remember or recall returned it.")],
     ) -> dict[str, Any]:
-        """Forget one memory: remove it from the store and from the recall index, so that neither recall nor
-        context returns it again. Returns forgotten: false when there was no such memory."""
-        return {"namespace": namespace, "key": key, "forgotten": self.handle.delete(namespace, key)}
+        """Forget one memory everywhere it lives: every version of it, its archived copy, its kept history, the
+        recall index and the change log, so that nothing returns it again and nothing of it can be recovered.
+        Returns forgotten: false when there was no such memory."""
+        erased = self.handle.forget(namespace, key)
+        return {"namespace": namespace, "key": key, "forgotten": any(n > 0 for n in erased.values())}
 
     def context(
         self,
