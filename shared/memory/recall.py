@@ -307,6 +307,11 @@ class Recalling(Steps):
                 raise InvalidArgument(f"unknown kind(s) {bad}; expected some of {KINDS}")
         if prefix is not None and not isinstance(prefix, str):
             raise InvalidArgument("prefix must be a str")
+        if prefix and not prefix.isascii():
+            try:  # keys are valid UTF-8 (spec.py): a prefix that is not could only fail deep in the index
+                prefix.encode()
+            except UnicodeEncodeError:
+                raise InvalidArgument("prefix holds a lone surrogate: no key starts with it") from None
         since_us = _since_us(since)
         matches = compile_where(where)
         if not isinstance(namespaces, (str, list, tuple)):
