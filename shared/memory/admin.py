@@ -197,6 +197,8 @@ class Admin(Contexting):
     def _check(self, op: CheckOp, scope: str | None, span: OpSpan | None) -> tuple[list[Finding], Attrs]:
         self._admin(scope, "check the store")
         findings = self.backend.check(bool(op.fix))
+        if self.disk_index is not None:  # the recall index file: damaged ones found, set aside (index_health.py)
+            findings += self.disk_index.check(bool(op.fix))
         attrs = None if span is None else {"hrm.memory.findings": len(findings), "hrm.memory.fix": bool(op.fix)}
         return findings, attrs
 

@@ -30,6 +30,7 @@ from typing import Any
 from . import values
 from .admin import Admin
 from .errors import (
+    IndexRebuilt,
     InvalidArgument,
     StoreClosed,
 )
@@ -99,7 +100,12 @@ class Pipeline(Admin):
         else:
             span = tracing.start(name, *_target(op))
         try:
-            result, attrs = fn(self, op, scope, span)
+            try:
+                result, attrs = fn(self, op, scope, span)
+            except IndexRebuilt:
+                # The recall index was found damaged, set aside and emptied
+                # before the op changed anything: run it again (it rebuilds).
+                result, attrs = fn(self, op, scope, span)
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)
