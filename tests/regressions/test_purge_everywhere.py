@@ -1,0 +1,115 @@
+"""Issue 22, purge items (file backend), each across processes.
+
+Item 2: the cold frame cache was keyed by ``segment:offset``. After process A
+purged a namespace, consented again and archived new records (a new segment,
+at the same offsets), process B served the purged frame from its cache: the
+purged value for a key that was written again, ``CorruptRecord`` for a
+sound record, a ``dangling-archive-marker`` from its check() (A's said []),
+and its check(fix=True) tombstoned the sound record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hrm_memory import MemoryManager
+
+REPO = Path(__file__).resolve().parent.parent.parent
+NS = "altitude.history"
+YEAR = 365 * 86400
+
+_READER = """
+import json, sys
+from hrm_memory import MemoryManager
+mm = MemoryManager(sys.argv[1], durability="flush")
+print("READY", flush=True)
+for line in sys.stdin:
+    ns, keys = json.loads(line)
+    out = {}
+    for k in keys:
+        try:
+            rec = mm.get_record(ns, k)
+            out[k] = None if rec is None else [rec.tier, rec.value]
+        except Exception as exc:
+            out[k] = ["error", type(exc).__name__]
+    out["check"] = [f.kind for f in mm.check()]
+    print(json.dumps(out), flush=True)
+mm.close()
+"""
+
+
+def _ask(p: subprocess.Popen[str], ns: str, keys: list[str]) -> dict[str, object]:
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(json.dumps([ns, keys]) + "\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())  # type: ignore[no-any-return]
+
+
+def test_cold_frames_cached_before_a_purge_are_not_served_after_it(root: Path) -> None:
+    """Failed before the fix: B read "s1" as the purged value and "s2" as
+    CorruptRecord, and its check() said dangling-archive-marker."""
+    with MemoryManager(root, durability="flush") as mm:
+        mm.consent.grant("conversation")
+        mm.write(NS, "s1", {"v": "before the purge"})
+        mm.write(NS, "s0", {"v": "also before"})
+        mm.archive(now=time.time() + YEAR)
+        assert mm.get_record(NS, "s1").tier == "cold"  # type: ignore[union-attr]
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(root)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "READY"
+        for rnd in range(3):
+            seen = _ask(reader, NS, ["s0", "s1"])  # B caches the frame
+            assert seen["s1"] == ["cold", {"v": "before the purge"} if rnd == 0 else {"v": f"after, round {rnd - 1}"}]
+            with MemoryManager(root, durability="flush") as mm:
+                mm.consent.revoke("conversation", purge=True)
+                mm.consent.grant("conversation")
+                mm.write(NS, "s2", {"v": f"a sound record, round {rnd}"})
+                mm.write(NS, "s1", {"v": f"after, round {rnd}"})
+                mm.write(NS, "s0", {"v": "before again"})
+                mm.archive(now=time.time() + YEAR)
+                assert mm.get_record(NS, "s2").tier == "cold"  # type: ignore[union-attr]
+                assert mm.check() == []
+            seen = _ask(reader, NS, ["s2", "s1"])  # s2 first: a key the cached frame does not hold
+            assert seen["s1"] == ["cold", {"v": f"after, round {rnd}"}], seen
+            assert seen["s2"] == ["cold", {"v": f"a sound record, round {rnd}"}], seen
+            assert seen["check"] == [], seen
+    finally:
+        assert reader.stdin is not None
+        reader.stdin.close()
+        reader.wait(timeout=60)
+
+
+def test_a_purged_value_is_never_served_from_another_process_cache(root: Path) -> None:
+    """The same after undeclare(purge=True) and a new declaration: the key
+    written again is read as its new value, never the purged one (a cache
+    checked by version alone serves the purged value whenever the versions
+    meet again; passed before the fix only because purge kept the versions)."""
+    from hrm_memory import NamespaceSpec
+
+    spec = NamespaceSpec("t.archived", ttl=60.0)
+    with MemoryManager(root, durability="flush") as mm:
+        mm.declare(spec)
+        mm.write(spec.name, "k", {"secret": "PURGED-4f1c"})
+        mm.archive(now=time.time() + YEAR)
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(root)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "READY"
+        assert _ask(reader, spec.name, ["k"])["k"] == ["cold", {"secret": "PURGED-4f1c"}]
+        with MemoryManager(root, durability="flush") as mm:
+            mm.undeclare(spec.name, purge=True)
+            mm.declare(spec)
+            mm.write(spec.name, "k", {"secret": "new"})
+            mm.archive(now=time.time() + YEAR)
+            rec = mm.get_record(spec.name, "k")
+            assert rec is not None and rec.tier == "cold"
+        assert _ask(reader, spec.name, ["k"])["k"] == ["cold", {"secret": "new"}]
+    finally:
+        assert reader.stdin is not None
+        reader.stdin.close()
+        reader.wait(timeout=60)
