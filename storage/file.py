@@ -29,6 +29,7 @@ from . import fsutil as _fs
 from .cold import ColdTier
 from .hot import ReadCache
 from .locks import NamespaceLocks
+from .purge_epochs import FilePurgeEpochs
 from .signal_log import FileChangeLog
 from .warm import WarmTier
 
@@ -83,6 +84,7 @@ class FileBackend:
         self._meta = self.root / "meta" / "namespaces.json"
         self._meta_stamp: object = _UNREAD
         self._meta_gen = -1
+        self.purges = FilePurgeEpochs(self.root)
         self._meta_shared: _fs.SharedCounters | None = None
         self._meta_shared_ok = True
 
@@ -174,6 +176,7 @@ class FileBackend:
                     if path.name.startswith((f"warm__{namespace}__", f"cold__{namespace}__")):
                         path.unlink()
                         quarantined += 1
+            self.purges.bump(namespace)  # after the data went: every recall index drops its rows (purge_epochs.py)
         return {"warm": len(keys), "cold": cold, "quarantine": quarantined}
 
     # -- run-time declarations ------------------------------------------------------

@@ -49,6 +49,8 @@ from opentelemetry import trace
 from redis.exceptions import RedisError, ResponseError
 
 from .redis_changes import NO_TRACE, RedisChangeLog
+from .purge_epochs import RedisPurgeEpochs
+from .redis_purge import persist, rewrite_stream
 from .redis_conn import Settings, command, connect, failure, parse
 from .redis_scripts import SCRIPTS, decode
 from .redis_upkeep import check
@@ -140,6 +142,7 @@ class RedisBackend:
         self._shown = self.settings.shown
         self._client = connect(self.settings)
         self._cmd = command(self._client)
+        self.purges = RedisPurgeEpochs(self._cmd, self.prefix, (RedisError,), lambda e, w: failure(e, w, self._shown))
         p = self.prefix
         self._stream, self._nsset, self._decl, self._declgen = p + "events", p + "namespaces", p + "decl", p + "declgen"
         self.changes: RedisChangeLog | None = (
@@ -441,57 +444,20 @@ class RedisBackend:
             except RedisError as exc:
                 raise failure(exc, "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
-            counts["events"] = self._purge_events(namespace)
-        counts["rewrite"] = self._rewrite_files()
-        return counts
-
-    def _purge_events(self, namespace: str) -> int:
-        if self.changes is None and not self._cmd("EXISTS", self._stream):
-            return 0
-        removed, start = 0, "-"
-        try:
-            while True:
-                batch = self._cmd("XRANGE", self._stream, start, "+", "COUNT", _BATCH)
-                ids = []
-                for entry_id, fields in batch:  # (id, {field: value}) after redis-py's reply callback
-                    try:
-                        if orjson.loads(fields[b"e"])[2] == namespace:
-                            ids.append(entry_id)
-                    except (KeyError, ValueError, IndexError, TypeError, orjson.JSONDecodeError):
-                        continue
-                if ids:
-                    removed += int(self._cmd("XDEL", self._stream, *ids))
-                if len(batch) < _BATCH:
-                    return removed
-                start = "(" + batch[-1][0].decode()
+            try:  # the stream rewritten without the namespace's entries (XDEL leaves their bytes): redis_purge.py
+                counts["events"] = rewrite_stream(self._cmd, self._stream, namespace)
+            except RedisError as exc:
+                raise failure(exc, "purging the change log", self._shown, namespace) from None
+            self.purges.bump(namespace)  # after the data went: every host's recall index drops its rows
+        try:  # and the AOF / RDB files redone from memory as it is now, waited for
+            counts["rewrite"] = persist(self._cmd, lambda name: str(self._client.config_get(name).get(name) or ""))
         except RedisError as exc:
-            raise failure(exc, "purging the change log", self._shown, namespace) from None
-
-    def _rewrite_files(self) -> int:
-        """Ask Redis to rewrite its persistence files from the data as it is now."""
-        try:
-            conf = self._client.config_get("appendonly")
-            started = 0
-            if conf.get("appendonly") == "yes":
-                # A rewrite already running may have started before the purge:
-                # wait for it (a few seconds at most), then start a fresh one.
-                deadline = time.monotonic() + 5
-                while True:
-                    try:
-                        self._cmd("BGREWRITEAOF")
-                        started += 1
-                        break
-                    except ResponseError:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.05)
-            if self._client.config_get("save").get("save"):
-                self._cmd("BGSAVE", "SCHEDULE")
-                started += 1
-            return started
-        except RedisError as exc:  # CONFIG may be disabled on a managed server
-            log.warning("purge: could not ask Redis to rewrite its files (%s); old copies stay until it does", exc)
-            return 0
+            if "CONFIG" in str(exc) or "unknown command" in str(exc):  # CONFIG disabled on a managed server
+                log.warning("purge: could not ask Redis to rewrite its files (%s); old copies stay until it does", exc)
+                counts["rewrite"] = 0
+            else:
+                raise failure(exc, "rewriting the persistence files after a purge", self._shown, namespace) from None
+        return counts
 
     # -- run-time declarations ------------------------------------------------------
 

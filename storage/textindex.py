@@ -23,13 +23,13 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from hrm_memory.errors import CorruptRecord, StorageError
-from hrm_memory.recall import Doc
+from hrm_memory.search_index import Doc
 from hrm_memory.records import Finding
 from . import fsutil as _fs
 from . import index_health as health
@@ -127,6 +127,10 @@ class TextIndex:
         self._commits = 0  # changes this connection made to the documents
         self._ino: int | None = None  # of the file this connection opened
         self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
+
+    def exists(self) -> bool:
+        """Open here, or a file on disk (a check that creates nothing)."""
+        return self._db is not None or (self.path is not None and self.path.is_file())
 
     @property
     def persistent(self) -> bool:
@@ -249,9 +253,13 @@ class TextIndex:
 
     # -- writing ----------------------------------------------------------------
 
-    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
-        """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction."""
-        with self._locked():
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None,
+              purged: Callable[[], set[str] | None] | None = None) -> None:
+        """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction.
+        ``purged`` (asked inside the write transaction) names the namespaces
+        purged since ``upserts`` were read (None: all): those are left out,
+        so an update racing a purge never writes purged text back."""
+        with self._locked("an index update"):
             if not upserts and not meta and self.path is None and (
                     self._db is None or self._db.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None):
                 return  # removals from an empty index (the in-memory one, most of the time)
@@ -259,6 +267,10 @@ class TextIndex:
             db.execute("BEGIN IMMEDIATE")
             self._commits += 1  # what the frequencies were read from may change
             try:
+                if purged is not None and upserts:
+                    gone = purged()
+                    if gone is None or gone:
+                        upserts = [d for d in upserts if gone is not None and d.ns not in gone]
                 for ns, key in removals:
                     self._remove(db, ns, key)
                 for doc in upserts:

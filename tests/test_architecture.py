@@ -50,6 +50,8 @@ LAYERS: dict[str, int] = {
     "hrm_memory.pipeline": 0,
     "hrm_memory.recall": 0,
     "hrm_memory.recall_text": 0,
+    "hrm_memory.recall_purges": 0,  # issue 22: every recall index learns of purges
+    "hrm_memory.search_index": 0,
     "hrm_memory.memories": 0,
     "hrm_memory.context": 0,
     "hrm_memory.context_fill": 0,
@@ -64,6 +66,7 @@ LAYERS: dict[str, int] = {
     "hrm_memory.manager": 2,
     "hrm_memory.aio": 2,
     "hrm_memory.telemetry": 2,
+    "hrm_memory.span_file": 2,  # issue 22: the span file read with bounds
     "hrm_memory.token_report": 3,  # also counts the legacy files' tokens
     "hrm_memory.adapters": 3,
     "hrm_memory.langgraph": 3,  # the LangGraph store (optional dependency)

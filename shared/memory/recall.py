@@ -33,11 +33,12 @@ from __future__ import annotations
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
+from . import recall_purges as purges
 from . import recall_text as rt
 from .backend import RECOVER
 from .errors import CursorExpired, InvalidArgument, InvalidCursor
@@ -45,6 +46,7 @@ from .filters import compile_where
 from .ops import RecallOp
 from .records import Record, Stored
 from .spec import KINDS, NamespaceSpec
+from .search_index import Doc, SearchIndex
 from .steps import Attrs, Steps
 from .tracing import OpSpan
 
@@ -67,45 +69,6 @@ FUSIONS = ("weighted", "rrf")
 #: Weighted fusion: the text score (bm25 over the best one) and the cosine
 #: (min-max over the dense list) weigh this much each.
 FUSION_WEIGHTS = (0.9, 0.1)
-
-
-class Doc(NamedTuple):
-    """One record as the index holds it: its text, its context and, with an
-    embedder, its normalised vector (float32 bytes)."""
-
-    ns: str
-    key: str
-    version: int
-    created_us: int
-    updated_us: int
-    tier: str
-    kind: str | None
-    importance: float
-    body: str
-    ctx: str
-    vec: bytes | None = None
-
-
-class SearchIndex(Protocol):
-    """What recall needs of an index (``hrm_memory.storage.textindex.TextIndex``)."""
-
-    @property
-    def persistent(self) -> bool: ...
-
-    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None: ...
-    def purge(self, namespace: str) -> int: ...
-    def touch(self, ids: Iterable[int]) -> None: ...
-    def meta(self, name: str) -> str | None: ...
-    def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
-    def search(self, match: str, namespaces: Sequence[str], *, cold: bool, limit: int,
-               kinds: Sequence[str] | None = None, since_us: int | None = None, prefix: str | None = None,
-               text: bool = True) -> list[Any]: ...
-    def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
-    def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
-    def selective(self, terms: Sequence[str]) -> list[str]: ...
-    def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
-    def close(self) -> None: ...
-    def check(self, fix: bool) -> list[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +135,7 @@ class Recalling(Steps):
         self._accessed: list[int] = []
 
     def close(self) -> None:
+        purges.at_close(self)  # a purge elsewhere since the last recall: its text does not stay in this index
         super().close()
         if self.disk_index is not None and self._accessed:
             self.disk_index.touch(self._accessed)
@@ -197,7 +161,9 @@ class Recalling(Steps):
                    body, rt.context(spec.name, st.key, kind))
 
     def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
-        """Bring the index rows of ``pending`` keys in line with the store."""
+        """Bring the index rows of ``pending`` keys in line with the store (leaving
+        out namespaces purged since they were read: recall_purges.py)."""
+        purged = purges.purged_since_now(self.backend) if self.disk_index is not None else None
         specs = self._specs
         for index, persisted in ((self.disk_index, True), (self.mem_index, False)):
             if index is None:
@@ -221,7 +187,7 @@ class Recalling(Steps):
                 vecs = self.embedder.documents([d.body for d in upserts])
                 upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
             if upserts or removals or (meta and persisted):
-                index.apply(upserts, removals, meta if persisted else None)
+                index.apply(upserts, removals, *((meta, purged) if persisted else (None, None)))
                 self.index_epoch += 1  # what recall and context can see may have changed
                 self._dense_cache.pop(id(index), None)
 
@@ -230,6 +196,9 @@ class Recalling(Steps):
         pending = self.bus.take_touched()
         meta = None
         disk, changes = self.disk_index, self.backend.changes
+        again, purge_meta = purges.catch_up(self)  # rows of namespaces purged elsewhere dropped
+        pending |= again
+        meta = purge_meta or None
         indexed = [s for s in self.registry if s.index and s.tier != "hot"]
         if disk is not None and changes is not None:
             start = disk.meta("cursor")
@@ -255,7 +224,7 @@ class Recalling(Steps):
                 pending.update(self._rebuild(indexed, full=True))
                 self._reconciled = True
             if end is not None and end != start:
-                meta = {"cursor": end}
+                meta = {**(meta or {}), "cursor": end}
         if not self._reconciled and disk is not None and changes is None:
             # No change log: other processes' writes are seen once per process.
             pending.update(self._rebuild(indexed, full=False))
@@ -308,11 +277,8 @@ class Recalling(Steps):
                 raise InvalidArgument(f"unknown kind(s) {bad}; expected some of {KINDS}")
         if prefix is not None and not isinstance(prefix, str):
             raise InvalidArgument("prefix must be a str")
-        if prefix and not prefix.isascii():
-            try:  # keys are valid UTF-8 (spec.py): a prefix that is not could only fail deep in the index
-                prefix.encode()
-            except UnicodeEncodeError:
-                raise InvalidArgument("prefix holds a lone surrogate: no key starts with it") from None
+        if prefix and not prefix.isascii() and any("\ud800" <= c <= "\udfff" for c in prefix):  # keys never do
+            raise InvalidArgument("prefix holds a lone surrogate: no key starts with it")
         since_us = _since_us(since)
         matches = compile_where(where)
         if not isinstance(namespaces, (str, list, tuple)):

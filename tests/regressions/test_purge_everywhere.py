@@ -113,3 +113,73 @@ def test_a_purged_value_is_never_served_from_another_process_cache(root: Path) -
         assert reader.stdin is not None
         reader.stdin.close()
         reader.wait(timeout=60)
+
+
+CANARY_WORD = "zqpurgecanary"
+
+_SLOW_INDEXER = """
+import os, sys, time
+from pathlib import Path
+from hrm_memory import MemoryManager
+root, flags = sys.argv[1], Path(sys.argv[2])
+
+def embed(texts):
+    # A real embedder takes seconds: this one waits, while holding what it
+    # read, until the test has purged (deterministic, no sleep race).
+    if any("%(word)s" in t for t in texts):
+        (flags / "embedding").touch()
+        deadline = time.monotonic() + 60
+        while not (flags / "purged").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return [[1.0, float(len(t) %% 7), 0.5] for t in texts]
+
+mm = MemoryManager(root, durability="flush", embed=embed)
+print("READY", flush=True)
+sys.stdin.readline()
+hits = mm.recall("%(word)s", k=50)
+print("HITS", sorted({h.namespace for h in hits}), flush=True)
+mm.close()
+""" % {"word": CANARY_WORD}
+
+
+def _files_containing(root: Path, needle: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_an_index_update_racing_a_purge_does_not_write_the_text_back(root: Path, tmp_path: Path) -> None:
+    """Item 5. Process R's recall reads the changed records (the canary),
+    embeds them (slowly), and meanwhile this process purges. Failed before
+    the fix: R's index write put the purged text back into recall.db, where
+    it stayed (and R's recall served... nothing: hits are checked, but the
+    text was on disk)."""
+    for rnd in range(3):
+        flags = tmp_path / f"flags{rnd}"
+        flags.mkdir()
+        with MemoryManager(root, durability="flush") as mm:
+            mm.consent.grant("conversation")
+            mm.write("altitude.patterns", "keep", {"note": f"an ungated pattern, round {rnd}"})
+            for i in range(5):
+                mm.write("altitude.history", f"s{i}", {"summary": f"{CANARY_WORD} session {i} round {rnd}"})
+        r = subprocess.Popen([sys.executable, "-c", _SLOW_INDEXER, str(root), str(flags)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=REPO)
+        try:
+            assert r.stdout is not None and r.stdin is not None
+            assert r.stdout.readline().strip() == "READY"
+            r.stdin.write("go\n")
+            r.stdin.flush()
+            deadline = time.monotonic() + 60
+            while not (flags / "embedding").exists():
+                assert time.monotonic() < deadline and r.poll() is None, "the indexer never embedded the canary"
+                time.sleep(0.01)
+            with MemoryManager(root, durability="flush") as mm:
+                mm.consent.revoke("conversation", purge=True)
+            (flags / "purged").touch()
+            assert "altitude.history" not in r.stdout.readline()  # hits are checked against the store
+        finally:
+            r.stdin.close() if r.stdin else None
+            assert r.wait(timeout=60) == 0
+        assert _files_containing(root, CANARY_WORD) == [], f"round {rnd}: purged text written back"
+        with MemoryManager(root, durability="flush") as mm:
+            assert mm.recall(CANARY_WORD) == []
+            assert [h.key for h in mm.recall("ungated pattern")] == ["keep"]
+        assert _files_containing(root, CANARY_WORD) == []
