@@ -291,8 +291,9 @@ class WarmUpkeep:
 
     # -- maintenance -----------------------------------------------------------
 
-    def compact_bucket(self, namespace: str, b: _Bucket, *, wait: bool = True) -> int:
+    def compact_bucket(self, namespace: str, b: _Bucket, *, wait: bool = True, drop_deleted: bool = False) -> int:
         """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
+        ``drop_deleted`` (a purge): tombstones go too, so no key stays.
 
         Damaged lines are copied to ``quarantine/`` first. Runs under the
         namespace's cross-process lock whatever the locking mode, so two
@@ -333,7 +334,7 @@ class WarmUpkeep:
                 try:
                     chunks = []
                     for k, e in live:
-                        if e[0] == "x":
+                        if e[0] == "x" or (drop_deleted and e[0] == "d"):
                             continue
                         line = os.pread(fd, e[5], e[4])
                         chunks.append(b"\n" + line + b"\n")
@@ -461,12 +462,12 @@ class WarmUpkeep:
                 except OSError:
                     pass
 
-    def compact(self, namespace: str | None = None) -> int:
+    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed."""
         total = 0
         for ns in [namespace] if namespace else self.namespaces():
             for b in self._buckets_of(ns):
-                total += self.compact_bucket(ns, b)
+                total += self.compact_bucket(ns, b, drop_deleted=drop_deleted)
         return total
 
 

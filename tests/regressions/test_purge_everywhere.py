@@ -183,3 +183,53 @@ def test_an_index_update_racing_a_purge_does_not_write_the_text_back(root: Path,
             assert mm.recall(CANARY_WORD) == []
             assert [h.key for h in mm.recall("ungated pattern")] == ["keep"]
         assert _files_containing(root, CANARY_WORD) == []
+
+
+def _keys_and_values(mm: MemoryManager, ns: str, n: int) -> list[str]:
+    import secrets
+
+    out = []
+    for _ in range(n):
+        key, value = "k" + secrets.token_hex(12), secrets.token_hex(24)
+        mm.write(ns, key, {"text": value})
+        out += [key, value]
+    return out
+
+
+def _everything_on_disk(root: Path) -> bytes:
+    return b"".join(p.name.encode() + p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
+def test_revoke_with_purge_leaves_no_key_on_disk(root: Path) -> None:
+    """Item 7. Failed before the fix: every purged key stayed in the
+    purge's own tombstone lines (warm/<ns>/*.log) and in events/*.log."""
+    with MemoryManager(root, durability="flush") as mm, MemoryManager(root, durability="flush") as other:
+        mm.consent.grant("conversation")
+        canaries = _keys_and_values(mm, "focus.conversation", 30)
+        mm.update("focus.conversation", canaries[0], lambda v: {**v, "again": 1})
+        cursor = other.cursor()
+        assert any(c.encode() in _everything_on_disk(root) for c in canaries)
+        mm.consent.revoke("conversation", purge=True)
+        disk = _everything_on_disk(root)
+        assert [c for c in canaries if c.encode() in disk] == [], "purged keys or values left on disk"
+        assert mm.check() == [] and other.check() == []
+        # The log reads on from a cursor taken before the purge; other processes read on too.
+        mm.write("altitude.patterns", "after", 1)
+        events, _ = other.events_since(cursor)
+        assert [(e.namespace, e.key) for e in events] == [("focus.consent", "conversation"), ("altitude.patterns", "after")]
+        assert other.read("focus.conversation", canaries[0]) is None
+        mm.consent.grant("conversation")
+        mm.write("focus.conversation", canaries[0], {"text": "new"})
+        assert other.read("focus.conversation", canaries[0]) == {"text": "new"}
+
+
+def test_undeclare_with_purge_leaves_no_key_on_disk(root: Path) -> None:
+    from hrm_memory import NamespaceSpec
+
+    with MemoryManager(root, durability="flush") as mm:
+        mm.declare(NamespaceSpec("t.gone", index=("$",)))
+        canaries = _keys_and_values(mm, "t.gone", 30)
+        mm.undeclare("t.gone", purge=True)
+        disk = _everything_on_disk(root)
+        assert [c for c in canaries if c.encode() in disk] == [], "purged keys or values left on disk"
+        assert mm.check() == []
