@@ -46,7 +46,7 @@ from hrm_memory.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
 from hrm_memory.errors import CorruptRecord, LockTimeout
 from hrm_memory.records import Finding, Stored
 from opentelemetry import trace
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from .redis_changes import NO_TRACE, RedisChangeLog
 from .purge_epochs import RedisPurgeEpochs
