@@ -155,9 +155,15 @@ class ColdTier:
         self.root = root / "cold"
         self.fsync = durability == "fsync"
         self._lock = threading.Lock()
-        # Frames are immutable once written (purge and repair rewrite the
-        # segment and clear this), so caching them decoded is safe.
-        self._frame_cache: OrderedDict[tuple[str, bytes], _Frame] = OrderedDict()
+        # Decoded frames, by (namespace, location), with the identity of what
+        # was read: the segment file (dev, inode) and the frame's length and
+        # crc32. A location ("<segment>:<offset>") is reused once a purge in
+        # any process removed the segment and a new archive wrote another
+        # frame there, so a cached frame is served only after its segment's
+        # header at that offset is read again and still says the same
+        # (issue 22, item 2: a cache keyed by the location alone served the
+        # purged frame, and a sound record read as CorruptRecord).
+        self._frame_cache: OrderedDict[tuple[str, bytes], tuple[tuple[int, int, int, int], _Frame]] = OrderedDict()
 
     def _segments(self, namespace: str) -> list[Path]:
         ensure_real_dirs(self.store_root, "cold", namespace)
@@ -220,11 +226,11 @@ class ColdTier:
 
     def fetch(self, namespace: str, key: str, location: bytes) -> Stored:
         """The archived record of ``key`` at ``location``; raises CorruptRecord."""
-        frame = self._frame_cache.get((namespace, location))
-        if frame is None:
-            frame = self._read_frame(namespace, key, location)
+        cached = self._frame_cache.get((namespace, location))
+        identity, frame = self._read_frame(namespace, key, location, cached)
+        if cached is None or cached[1] is not frame:
             with self._lock:
-                self._frame_cache[(namespace, location)] = frame
+                self._frame_cache[(namespace, location)] = (identity, frame)
                 while len(self._frame_cache) > FRAME_CACHE:
                     self._frame_cache.popitem(last=False)
         try:
@@ -253,7 +259,12 @@ class ColdTier:
     def _seg_path(self, namespace: str, location: bytes) -> Path:
         return self.root / namespace / f"{location.decode().partition(':')[0]}.seg"
 
-    def _read_frame(self, namespace: str, key: str, location: bytes) -> _Frame:
+    def _read_frame(
+        self, namespace: str, key: str, location: bytes, cached: tuple[tuple[int, int, int, int], _Frame] | None
+    ) -> tuple[tuple[int, int, int, int], _Frame]:
+        """The frame at ``location`` and its identity (segment dev and inode,
+        frame length and crc32): ``cached`` if the file still holds that
+        frame there (one header read), else read and checked afresh."""
         seg_name, _, off_text = location.decode().partition(":")
         path = self.root / namespace / f"{seg_name}.seg"
         try:
@@ -261,8 +272,12 @@ class ColdTier:
             fd = os.open(path, os.O_RDONLY | NOFOLLOW)
             try:
                 off = int(off_text)
+                st = os.fstat(fd)
                 head = os.pread(fd, _HEAD.size, off)
                 magic, length, crc = _HEAD.unpack(head)
+                identity = (st.st_dev, st.st_ino, length, crc)
+                if cached is not None and cached[0] == identity and magic == MAGIC:
+                    return cached
                 payload = os.pread(fd, length, off + _HEAD.size)
             finally:
                 os.close(fd)
@@ -270,7 +285,7 @@ class ColdTier:
             raise _damaged(namespace, key, path, f"is unreadable at {location.decode()}: {exc}") from None
         if magic != MAGIC or zlib.crc32(payload) != crc or len(payload) != length:
             raise _damaged(namespace, key, path, f"frame at {location.decode()} fails its checksum")
-        return _Frame(payload)
+        return identity, _Frame(payload)
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         """Every archived copy in ``namespace``, oldest first, one frame in

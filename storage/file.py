@@ -29,7 +29,9 @@ from . import fsutil as _fs
 from .cold import ColdTier
 from .hot import ReadCache
 from .locks import NamespaceLocks
+from .purge_epochs import FilePurgeEpochs
 from .signal_log import FileChangeLog
+from .signal_scrub import scrub
 from .warm import WarmTier
 
 DURABILITY = ("fsync", "flush")
@@ -83,6 +85,7 @@ class FileBackend:
         self._meta = self.root / "meta" / "namespaces.json"
         self._meta_stamp: object = _UNREAD
         self._meta_gen = -1
+        self.purges = FilePurgeEpochs(self.root)
         self._meta_shared: _fs.SharedCounters | None = None
         self._meta_shared_ok = True
 
@@ -161,7 +164,10 @@ class FileBackend:
             for key in keys:
                 self.warm.delete(namespace, key, now)
                 self.cache.discard((namespace, key))
-            self.warm.compact(namespace)
+            # Tombstones go too: no key of purged data stays (versions start
+            # again at 1, as on Redis); compaction makes new inodes and bumps
+            # the shared counters, so other processes' caches let go.
+            self.warm.compact(namespace, drop_deleted=True)
             # A compaction cut short by a crash may have left a copy behind.
             for temp in (self.root / "warm" / namespace).glob(".*.compact"):
                 temp.unlink(missing_ok=True)
@@ -174,6 +180,9 @@ class FileBackend:
                     if path.name.startswith((f"warm__{namespace}__", f"cold__{namespace}__")):
                         path.unlink()
                         quarantined += 1
+            if self.changes is not None:  # the namespace's change-log lines (op, key) blanked in place
+                scrub(self.changes, namespace)
+            self.purges.bump(namespace)  # after the data went: every recall index drops its rows (purge_epochs.py)
         return {"warm": len(keys), "cold": cold, "quarantine": quarantined}
 
     # -- run-time declarations ------------------------------------------------------

@@ -171,9 +171,8 @@ def unframe(line: bytes) -> bytes | None:
     """The body of a line (without its newlines) whose checksum holds, else None."""
     if len(line) < 10 or line[8:9] != b" ":
         return None
-    try:
-        if int(line[:8], 16) != zlib.crc32(memoryview(line)[9:]):
-            return None
-    except ValueError:
+    # The exact 8 lowercase hex digits written: int(..., 16) would also take
+    # whitespace, "0x", "_" and upper case, i.e. damaged checksums.
+    if line[:8] != b"%08x" % zlib.crc32(memoryview(line)[9:]):
         return None
     return line[9:]

@@ -40,12 +40,14 @@ from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
 from hrm_memory.core.errors import CorruptRecord, LockTimeout
 from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from .redis_changes import NO_TRACE
 from .redis_cluster import change_log, fence, side_for, topology, write_command
 from .redis_conn import Settings, failure
 from .redis_keys import KeyLayout
+from .purge_epochs import RedisPurgeEpochs
+from .redis_purge import persist, rewrite_stream
 from .redis_scripts import SCRIPTS, decode
 from .redis_upkeep import check
 
@@ -141,6 +143,7 @@ class RedisBackend:
         lay = self.layout
         self._stream, self._nsset, self._decl, self._declgen = lay.stream, lay.namespaces, lay.decl, lay.declgen
         self.changes = change_log(self.topology, self._client, self._cmd, lay, signal_log)  # one stream, or one per ns
+        self.purges = RedisPurgeEpochs(self._cmd, self.prefix, (RedisError,), lambda e, w: failure(e, w, self._shown))
         self._maxlen = self.settings.stream_maxlen if signal_log else 0
         self._holds: dict[str, _Hold] = {}
         self._guard = threading.Lock()
@@ -440,61 +443,33 @@ class RedisBackend:
                 raise failure(exc, "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
             counts["events"] = self._purge_events(namespace)
+            self.purges.bump(namespace)  # after the data went: every host's recall index drops its rows
             fence(self.topology, self._wcmd, h.wait, namespace)  # wait=N: a replica has the purge before it returns
-        counts["rewrite"] = self._rewrite_files()
+        counts["rewrite"] = self._rewrite_files(namespace)
         return counts
 
     def _purge_events(self, namespace: str) -> int:
+        """The change log without the namespace's entries: on a cluster its
+        own stream goes; on one server the stream is rewritten without them
+        (XDEL leaves their bytes): redis_purge.py."""
         if self._cluster is not None:
             return self._cluster.purge_events(namespace)
-        if self.changes is None and not self._cmd("EXISTS", self._stream):
-            return 0
-        removed, start = 0, "-"
         try:
-            while True:
-                batch = self._cmd("XRANGE", self._stream, start, "+", "COUNT", _BATCH)
-                ids = []
-                for entry_id, fields in batch:  # (id, {field: value}) after redis-py's reply callback
-                    try:
-                        if orjson.loads(fields[b"e"])[2] == namespace:
-                            ids.append(entry_id)
-                    except (KeyError, ValueError, IndexError, TypeError, orjson.JSONDecodeError):
-                        continue
-                if ids:
-                    removed += int(self._cmd("XDEL", self._stream, *ids))
-                if len(batch) < _BATCH:
-                    return removed
-                start = "(" + batch[-1][0].decode()
+            return rewrite_stream(self._cmd, self._stream, namespace)
         except RedisError as exc:
             raise failure(exc, "purging the change log", self._shown, namespace) from None
 
-    def _rewrite_files(self) -> int:
-        """Ask Redis to rewrite its persistence files from the data as it is now."""
+    def _rewrite_files(self, namespace: str) -> int:
+        """The AOF / RDB files redone from memory as it is now, waited for."""
         if self._cluster is not None:
             return self._cluster.rewrite_files()
         try:
-            conf = self._client.config_get("appendonly")
-            started = 0
-            if conf.get("appendonly") == "yes":
-                # A rewrite already running may have started before the purge:
-                # wait for it (a few seconds at most), then start a fresh one.
-                deadline = time.monotonic() + 5
-                while True:
-                    try:
-                        self._cmd("BGREWRITEAOF")
-                        started += 1
-                        break
-                    except ResponseError:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.05)
-            if self._client.config_get("save").get("save"):
-                self._cmd("BGSAVE", "SCHEDULE")
-                started += 1
-            return started
-        except RedisError as exc:  # CONFIG may be disabled on a managed server
-            log.warning("purge: could not ask Redis to rewrite its files (%s); old copies stay until it does", exc)
-            return 0
+            return persist(self._cmd, lambda name: str(self._client.config_get(name).get(name) or ""))
+        except RedisError as exc:
+            if "CONFIG" in str(exc) or "unknown command" in str(exc):  # CONFIG disabled on a managed server
+                log.warning("purge: could not ask Redis to rewrite its files (%s); old copies stay until it does", exc)
+                return 0
+            raise failure(exc, "rewriting the persistence files after a purge", self._shown, namespace) from None
 
     # -- run-time declarations ------------------------------------------------------
 

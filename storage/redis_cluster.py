@@ -40,6 +40,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from .redis_changes import RedisChangeLog, _before, parse_id
+from .redis_url import any_scheme_of, normalized, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, Script
@@ -92,11 +93,10 @@ class Topology:
 
 
 def topology(url: str, *, prefix: str | None = None) -> Topology:
-    if not isinstance(url, str) or not url.startswith(ALL_SCHEMES):
-        raise InvalidArgument(
-            "a Redis backend URL starts with redis://, rediss://, redis+cluster:// or rediss+cluster://, "
-            f"not {str(url)[:40]!r}"
-        )
+    if any_scheme_of(url) is None:  # never quote the string: it may hold a password
+        raise InvalidArgument(refusal(url))
+    assert isinstance(url, str)
+    url = normalized(url)
     parts = urlsplit(url)
     wait, wait_timeout, rest = "0", "1000", []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):

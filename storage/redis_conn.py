@@ -36,6 +36,8 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from .redis_url import check, redact
+
 SCHEMES = ("redis://", "rediss://")
 DEFAULT_PREFIX = "hrm:"
 
@@ -52,17 +54,11 @@ class Settings:
 
 
 def parse(url: str, *, prefix: str | None = None) -> Settings:
-    if not isinstance(url, str) or not url.startswith(SCHEMES):
-        raise InvalidArgument(f"a Redis backend URL starts with redis:// or rediss://, not {str(url)[:40]!r}")
-    parts = urlsplit(url)
+    checked = check(url)  # scheme (any case), host, port, db and every option validated: redis_url.py
     ours = {"prefix": prefix or DEFAULT_PREFIX, "lease_ms": "10000", "stream_maxlen": "100000"}
-    rest = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in ours:
-            if name != "prefix" or prefix is None:
-                ours[name] = value
-        else:
-            rest.append((name, value))
+    for name, value in checked.ours.items():
+        if name != "prefix" or prefix is None:
+            ours[name] = value
     try:
         lease_ms, maxlen = int(ours["lease_ms"]), int(ours["stream_maxlen"])
     except ValueError:
@@ -71,9 +67,9 @@ def parse(url: str, *, prefix: str | None = None) -> Settings:
         raise InvalidArgument("lease_ms must be >= 100 and stream_maxlen >= 1000")
     if not ours["prefix"] or any(c.isspace() for c in ours["prefix"]):
         raise InvalidArgument("the key prefix must be a non-empty string without spaces")
-    clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
-    host = parts.hostname or "localhost"
-    shown = f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or '/0'}"
+    path = f"/{checked.db}"
+    clean = urlunsplit((checked.scheme, checked.netloc, path, urlencode(checked.passed), ""))
+    shown = f"{checked.scheme}://{checked.host}:{checked.port}{path}"
     return Settings(clean, shown, ours["prefix"], lease_ms, maxlen)
 
 
@@ -102,17 +98,8 @@ def command(client: redis.Redis) -> Command:
 
 
 def _url_timeouts(url: str) -> dict[str, float]:
-    """Timeouts the URL sets itself win over the defaults above."""
-    out = {}
-    for name, value in parse_qsl(urlsplit(url).query):
-        if name in ("socket_timeout", "socket_connect_timeout"):
-            try:
-                out[name] = float(value)
-            except ValueError:
-                raise InvalidArgument(f"{name} must be a number of seconds") from None
-            if out[name] < 0.5:  # a lease waiter blocks up to 0.25 s in one command
-                raise InvalidArgument(f"{name} must be at least 0.5 seconds")
-    return out
+    """Timeouts the URL sets itself (validated by ``parse``) win over the defaults above."""
+    return {n: float(v) for n, v in parse_qsl(urlsplit(url).query) if n in ("socket_timeout", "socket_connect_timeout")}
 
 
 def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None) -> MemoryStoreError:
@@ -122,14 +109,14 @@ def failure(exc: RedisError, what: str, shown: str, namespace: str | None = None
         # BusyLoadingError (the server is loading its data after a restart)
         # is a ConnectionError in redis-py: unavailable for now, too.
         return BackendUnavailable(
-            f"Redis at {shown} is unavailable ({kind}: {exc}) during {what}; nothing was changed by the failed "
+            f"Redis at {shown} is unavailable ({kind}: {redact(exc)}) during {what}; nothing was changed by the failed "
             "call unless it had reached the server (a write whose answer was lost may have been applied: read "
             "it back)",
             backend=shown,
             operation=what,
             namespace=namespace,
         )
-    text = str(exc)
+    text = redact(exc)
     if isinstance(exc, ResponseError) and text.startswith(("WRONGTYPE", "ERR Error running script")):
         return CorruptRecord(
             f"Redis at {shown}: a key of this store holds data it did not write ({text[:200]}) during {what}",

@@ -198,7 +198,7 @@ def decode(key: str, blob: bytes, tier: str, namespace: str) -> Stored | None:
         kind, version = head[:1], int(head[1:])
         stored = Stored(key, version, int(created), int(updated), rest[8:], tier)
         if kind == b"w":
-            if len(rest) >= 8 and zlib.crc32(stored.value) == int(rest[:8], 16):
+            if rest[:8] == b"%08x" % zlib.crc32(stored.value):  # exact digits, never int(): see warm_format
                 return stored
         elif kind == b"t":
             return None

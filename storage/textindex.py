@@ -19,17 +19,22 @@ folded, English suffixes stemmed ("walking" finds "walked").
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from hrm_memory.core.errors import CorruptRecord, StorageError
-from hrm_memory.recall.search import Doc
+from hrm_memory.core.records import Finding
+from hrm_memory.recall.index import Doc
 from . import fsutil as _fs
+from . import index_health as health
+
+log = logging.getLogger("hrm_memory.recall")
 
 FILE_NAME = "recall.db"
 _SCHEMA = """
@@ -120,24 +125,81 @@ class TextIndex:
         self._df_cache: dict[str, int] = {}
         self._df_version: tuple[int, int] | None = None
         self._commits = 0  # changes this connection made to the documents
+        self._ino: int | None = None  # of the file this connection opened
+        self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
+
+    def exists(self) -> bool:
+        """Open here, or a file on disk (a check that creates nothing)."""
+        return self._db is not None or (self.path is not None and self.path.is_file())
 
     @property
     def persistent(self) -> bool:
         return self.path is not None
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold the lock; a damaged file raises :class:`CorruptRecord` (typed,
-        with the way out), not sqlite3's own error. Busy and I/O errors pass."""
+    def _locked(self, what: str = "a recall index operation") -> Iterator[None]:
+        """Hold the lock; SQLite's errors come out typed (``index_health``):
+        a busy or full index as ``IndexBusy``/``StorageError``; a damaged
+        file is set aside under ``quarantine/`` and replaced by an empty one,
+        and ``IndexRebuilt`` tells the caller to run its operation again."""
         with self._lock:
             try:
                 yield
-            except sqlite3.OperationalError:
-                raise
+            except sqlite3.OperationalError as exc:
+                self._end_transaction()
+                raise health.operational(exc, self.path, what) from None
             except sqlite3.DatabaseError as exc:
-                raise CorruptRecord(
-                    f"the recall index {self.path} is damaged ({exc}); delete it to rebuild"
-                ) from None
+                self._damaged(str(exc))
+
+    def _end_transaction(self) -> None:
+        db = self._db
+        if db is not None and db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _damaged(self, problem: str) -> NoReturn:
+        """Set the damaged file aside, start an empty one, raise ``IndexRebuilt``."""
+        if self.path is None:
+            raise CorruptRecord(f"the in-memory recall index failed ({problem})")
+        self.close()
+        kept = health.set_aside(self.path, self._ino)
+        self.set_aside.append((str(kept or self.path), problem))
+        log.warning("recall index %s is damaged (%s): set aside as %s; rebuilding it", self.path, problem, kept)
+        raise health.IndexRebuilt(
+            f"the recall index {self.path} was damaged ({problem}); it was moved to {kept} and is being rebuilt",
+            path=str(kept or self.path),
+        )
+
+    def check(self, fix: bool) -> list[Finding]:
+        """``check()`` of the index file: damage found now (``PRAGMA
+        quick_check``) or set aside by this process since it opened, as
+        ``corrupt-index`` findings; with ``fix``, a damaged file is set aside
+        (the next recall rebuilds it)."""
+        if self.path is None:
+            return []
+        findings = [
+            Finding("corrupt-index", where, f"damaged recall index set aside ({problem}); rebuilt from the store",
+                    fixed=True)
+            for where, problem in self.set_aside
+        ]
+        if fix:
+            self.set_aside.clear()
+        with self._lock:
+            problem = health.quick_check(self.path)
+            if problem is not None:
+                kept = None
+                if fix:
+                    self.close()
+                    kept = health.set_aside(self.path, None)
+                findings.append(Finding(
+                    "corrupt-index", str(self.path),
+                    f"the recall index is damaged: {problem}" + (f"; moved to {kept}, rebuilt by the next recall"
+                                                                 if kept else "; check(fix=True) sets it aside"),
+                    fixed=fix,
+                ))
+        return findings
 
     def _conn(self) -> sqlite3.Connection:
         db = self._db
@@ -146,12 +208,20 @@ class TextIndex:
         if self.path is None:
             db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         else:
+            problem = health.header_problem(self.path)
+            if problem is not None:
+                self._ino = os.lstat(self.path).st_ino
+                self._damaged(problem)
             db = self._open_file(self.path)
+            self._ino = os.lstat(self.path).st_ino
         try:
             db.executescript(_SCHEMA + _TEMP_SCHEMA)
+        except sqlite3.OperationalError:
+            db.close()
+            raise
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise CorruptRecord(f"the recall index {self.path} is damaged ({exc}); delete it to rebuild") from None
+            self._damaged(str(exc))
         self._db = db
         return db
 
@@ -171,7 +241,7 @@ class TextIndex:
             os.close(fd)
         except OSError as exc:
             raise _fs.storage_error(exc, "open the recall index", path) from None
-        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(str(path), timeout=health.BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # derived data: rebuilt from the logs if lost
@@ -183,9 +253,13 @@ class TextIndex:
 
     # -- writing ----------------------------------------------------------------
 
-    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
-        """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction."""
-        with self._locked():
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None,
+              purged: Callable[[], set[str] | None] | None = None) -> None:
+        """Insert or replace ``upserts``, remove ``removals`` and set ``meta``, in one transaction.
+        ``purged`` (asked inside the write transaction) names the namespaces
+        purged since ``upserts`` were read (None: all): those are left out,
+        so an update racing a purge never writes purged text back."""
+        with self._locked("an index update"):
             if not upserts and not meta and self.path is None and (
                     self._db is None or self._db.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None):
                 return  # removals from an empty index (the in-memory one, most of the time)
@@ -193,6 +267,10 @@ class TextIndex:
             db.execute("BEGIN IMMEDIATE")
             self._commits += 1  # what the frequencies were read from may change
             try:
+                if purged is not None and upserts:
+                    gone = purged()
+                    if gone is None or gone:
+                        upserts = [d for d in upserts if gone is not None and d.ns not in gone]
                 for ns, key in removals:
                     self._remove(db, ns, key)
                 for doc in upserts:
@@ -264,15 +342,14 @@ class TextIndex:
         ids = list(ids)
         if not ids:
             return
-        with self._locked():
-            db = self._conn()
-            try:
+        try:
+            with self._locked("counting accesses"):
+                db = self._conn()
                 db.execute("BEGIN IMMEDIATE")
                 db.executemany("UPDATE docs SET hits = hits + 1 WHERE id=?", [(i,) for i in ids])
                 db.execute("COMMIT")
-            except sqlite3.OperationalError:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")  # busy elsewhere: a count is a hint, never worth failing a recall
+        except (health.IndexBusy, StorageError, health.IndexRebuilt):
+            pass  # busy, full or damaged (then set aside): a count is a hint, never worth failing a recall
 
     # -- reading ----------------------------------------------------------------
 

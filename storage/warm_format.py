@@ -39,12 +39,12 @@ def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
     and per scanned line)."""
     if len(line) < 10 or line[8] != 32:  # b" "
         return None
-    view = memoryview(line)
-    try:
-        if int(line[:8], 16) != _crc32(view[9:]):
-            return None
-    except ValueError:
+    # The checksum is compared as the exact 8 lowercase hex digits written,
+    # never parsed with int(): int() takes "\t1ab2c3d", "0x1ab2c3", "1_2345ab"
+    # and upper case for the same number, so damage there went unnoticed.
+    if line[:8] != b"%08x" % _crc32(memoryview(line)[9:]):
         return None
+    view = memoryview(line)
     tab = line.find(b"\t", 9)
     if tab < 0:
         return None

@@ -42,8 +42,9 @@ class Upkeep:
         self.notes = notes
         self.locks = locks
 
-    def compact_bucket(self, namespace: str, b: Bucket, *, wait: bool = True) -> int:
+    def compact_bucket(self, namespace: str, b: Bucket, *, wait: bool = True, drop_deleted: bool = False) -> int:
         """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
+        ``drop_deleted`` (a purge): tombstones go too, so no key stays.
 
         Damaged lines are copied to ``quarantine/`` first. Runs under the
         namespace's cross-process lock whatever the locking mode, so two
@@ -84,7 +85,7 @@ class Upkeep:
                 try:
                     chunks = []
                     for k, e in live:
-                        if e[0] == "x":
+                        if e[0] == "x" or (drop_deleted and e[0] == "d"):
                             continue
                         line = os.pread(fd, e[5], e[4])
                         chunks.append(b"\n" + line + b"\n")
@@ -214,12 +215,12 @@ class Upkeep:
                     pass
         return recovered
 
-    def compact(self, namespace: str | None = None) -> int:
+    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed."""
         total = 0
         for ns in [namespace] if namespace else self.files.namespaces():
             for b in self.files.buckets_of(ns):
-                total += self.compact_bucket(ns, b)
+                total += self.compact_bucket(ns, b, drop_deleted=drop_deleted)
         return total
 
 

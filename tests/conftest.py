@@ -10,8 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from hrm_memory import MemoryManager
+
+# A failure anywhere (CI included) prints the @reproduce_failure blob next to
+# the falsifying example, and pytest's header names the run's seed
+# ("hypothesis profile ... -> ..."; rerun with --hypothesis-seed=N). Tests keep
+# their own max_examples/deadline; only reporting is set here.
+settings.register_profile("hrm", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "hrm"))
 
 REPO = Path(__file__).resolve().parent.parent
 LEGACY = REPO.parent / "shared" / "legacy"

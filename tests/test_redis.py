@@ -65,12 +65,15 @@ def prefix_of(url: str) -> str:
 def dump_prefix(url: str, *, bookkeeping: bool = True) -> bytes:
     """Every byte stored under the store's prefix (keys and values, any type);
     without ``bookkeeping``, leaving out the leases and their waiters lists
-    (``l:``/``w:`` keys: a token and a '1', no data, gone within seconds)."""
+    (``l:``/``w:`` keys: a token and a '1', no data, gone within seconds) and
+    the purge epochs (``purgegen``, ``purges``: namespace names and counters,
+    which every host's recall index reads to learn of a purge)."""
     r = raw(url)
     out = []
     skip = tuple(f"{prefix_of(url)}{t}:".encode() for t in "lw")
+    epochs = {f"{prefix_of(url)}{k}".encode() for k in ("purgegen", "purges")}
     for key in r.scan_iter(match=prefix_of(url) + "*"):
-        if not bookkeeping and key.startswith(skip):
+        if not bookkeeping and (key.startswith(skip) or key in epochs):
             continue
         out.append(key)
         out.append(r.dump(key) or b"")

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hrm_memory.core.errors import InvalidArgument
+from hrm_memory.core.errors import InvalidArgument, StoreClosed
 from hrm_memory.core.events import Subscription
 from hrm_memory.manager import MemoryManager
 from hrm_memory.core.ops import (
@@ -127,7 +127,11 @@ class AsyncOperations:
     async def _run(self, op: Op) -> Any:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
-        return await loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, None, self._hrm)
+        try:
+            fut = loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, None, self._hrm)
+        except RuntimeError:  # the worker pool is shut down: aclose() ran
+            raise StoreClosed("the async manager is closed (aclose() ran)") from None
+        return await fut
 
     async def read(self, namespace: str, key: str, default: Any = None, *, compact: bool = False,
                    as_of: Any = None) -> Any:
@@ -300,11 +304,24 @@ class AsyncMemoryManager(AsyncOperations):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Wait for running ops, then close the manager (if this twin opened it)."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._pool.shutdown, True)
+        """Wait for running ops, then close the manager (if this twin opened it).
+
+        The close is not cut short: cancelled (``asyncio.wait_for`` timing
+        out, a task cancelled), ``aclose`` still waits for the close running
+        in its thread to finish, then raises ``CancelledError``. So when it
+        returns or raises, the manager is closed and its threads stopped,
+        never left open behind a cancelled await."""
+        done = asyncio.get_running_loop().run_in_executor(None, self._close_now)
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await done  # the close goes on in its thread: wait for it, then let the cancellation through
+            raise
+
+    def _close_now(self) -> None:
+        self._pool.shutdown(True)
         if self._owns:
-            await loop.run_in_executor(None, self.manager.close)
+            self.manager.close()
 
     @property
     def closed(self) -> bool:

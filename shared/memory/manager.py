@@ -422,8 +422,10 @@ class MemoryManager(Operations):
         if isinstance(backend, str):
             # "redis://host:port/db[?prefix=...]": the Redis backend, imported
             # only when asked for (redis-py is the optional extra "redis").
-            if not backend.startswith(("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")):
-                raise InvalidArgument(f"backend= takes a Backend or a redis:// (or redis+cluster://) URL, not {backend[:40]!r}")
+            from hrm_memory.storage.redis_url import any_scheme_of, refusal
+
+            if any_scheme_of(backend) is None:  # never quote the string: it may hold a password
+                raise InvalidArgument(f"backend= takes a Backend or a Redis URL: {refusal(backend)}")
             from hrm_memory.storage.redis_backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)

@@ -186,6 +186,8 @@ class Admin:
     def _check(self, op: CheckOp, scope: str | None, span: OpSpan | None) -> tuple[list[Finding], Attrs]:
         self.core.admin_only(scope, "check the store")
         findings = self.core.backend.check(bool(op.fix))
+        for check in self.core.checkers:  # what components hold beside the backend (the recall index file)
+            findings += check(bool(op.fix))
         attrs = None if span is None else {"hrm.memory.findings": len(findings), "hrm.memory.fix": bool(op.fix)}
         return findings, attrs
 

@@ -145,6 +145,17 @@ class CorruptRecord(MemoryStoreError, OSError):
     aside by ``check(fix=True)``; they are never silently dropped."""
 
 
+class IndexRebuilt(CorruptRecord):
+    """The recall index was found damaged during an operation, moved under
+    ``quarantine/`` and replaced by an empty one (rebuilt from the store).
+    The pipeline runs the operation again; a caller sees it only if the new
+    index fails the same way at once."""
+
+
+class IndexBusy(LockTimeout):
+    """Another connection held the recall index's write lock too long."""
+
+
 class StoreClosed(MemoryStoreError, ValueError):
     """The manager was used after :meth:`MemoryManager.close`."""
 
@@ -195,6 +206,8 @@ __all__ = [
     "CursorExpired",
     "DuplicateMemory",
     "HistoryNotKept",
+    "IndexBusy",
+    "IndexRebuilt",
     "InvalidArgument",
     "InvalidCursor",
     "InvalidFilter",

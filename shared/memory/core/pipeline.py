@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hrm_memory.core.errors import InvalidArgument, StoreClosed
+from hrm_memory.core.errors import IndexRebuilt, InvalidArgument, StoreClosed
 from hrm_memory.core.ops import (
     OP_TYPES,
     CompactOp,
@@ -68,13 +68,17 @@ class Pipeline:
         self.closed = False
 
     def close(self) -> None:
-        """Close the core (backend, hot tier, event bus, tracing), then each component."""
+        """Close each component (the recall index catches up with purges made
+        elsewhere while the store is still open), then the core (event bus,
+        tracing, backend, hot tier)."""
         if self.closed:
             return
         self.closed = True
-        self.core.close()
-        for component in self.components:
-            component.close()
+        try:
+            for component in self.components:
+                component.close()
+        finally:
+            self.core.close()
 
     def run(self, op: Op | tuple[Any, ...], kind: type | None = None, scope: str | None = None) -> Any:
         """Run one op (as ``scope``, an HRM name, when given) and return its result.
@@ -96,7 +100,12 @@ class Pipeline:
         else:
             span = tracing.start(name, *_target(op))
         try:
-            result, attrs = fn(op, scope, span)
+            try:
+                result, attrs = fn(op, scope, span)
+            except IndexRebuilt:
+                # The recall index was found damaged, set aside and emptied
+                # before the op changed anything: run it again (it rebuilds).
+                result, attrs = fn(op, scope, span)
         except BaseException as exc:
             if span is not None:
                 span.end(None, exc)

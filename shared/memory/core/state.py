@@ -32,7 +32,7 @@ from hrm_memory.core.errors import (
     UndeclaredNamespace,
 )
 from hrm_memory.core.events import EventBus, Subscription
-from hrm_memory.core.records import Event, Stored
+from hrm_memory.core.records import Event, Finding, Stored
 from hrm_memory.core.schemas import Schemas
 from hrm_memory.core.spec import (
     NamespaceSpec,
@@ -120,6 +120,9 @@ class Core:
         #: Told the name of a namespace whose data was just purged (derived
         #: data held by a component, such as the recall index, goes too).
         self.purge_listeners: list[Callable[[str], None]] = []
+        #: ``check(fix) -> findings`` of what components keep beside the backend
+        #: (the recall index's file), run by ``check()`` after the backend's.
+        self.checkers: list[Callable[[bool], list[Finding]]] = []
         #: Keeps history for namespaces that declare some (set by the history component).
         self.keeper: Keeper | None = None
         self.load_declared()

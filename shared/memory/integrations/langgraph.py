@@ -557,11 +557,22 @@ class MemoryStore(BaseStore):
         return self._sweep()
 
     def _sweep(self) -> int:
+        """Each expired item found is deleted by a read-modify-write of its
+        own, as ``update()`` does: under the namespace's lock (on Redis the
+        lease, taken by the read and ended by the delete), and only if the
+        item is still the version found expired. A put racing the sweep
+        (another process or host making the key fresh) is never deleted: one
+        lock held over the whole loop did not do it on Redis, whose lease
+        ended with the first delete (issue 22, item 1)."""
         removed = 0
-        with self.manager.backend.lock(self.namespace):
-            now = time.time()
-            for record in self.manager.query(self.namespace, "*", where={"x": {"$lte": now}}):
-                if self.manager.delete(self.namespace, record.key):
+        now = time.time()
+        backend, mm, ns = self.manager.backend, self.manager, self.namespace
+        for record in mm.query(ns, "*", where={"x": {"$lte": now}}):
+            with backend.lock(ns):
+                current = mm.get_record(ns, record.key)  # inside the lock: read and lease in one step
+                if current is None or current.version != record.version:
+                    continue  # changed since it was found expired: whatever it is now wins
+                if mm.delete(ns, record.key):
                     removed += 1
         return removed
 

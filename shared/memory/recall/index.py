@@ -34,6 +34,7 @@ from hrm_memory.core.errors import CursorExpired, InvalidArgument, InvalidCursor
 from hrm_memory.core.records import Stored
 from hrm_memory.core.spec import KINDS, NamespaceSpec
 from hrm_memory.core.state import Core
+from hrm_memory.recall import purges
 from hrm_memory.recall import text as rt
 
 
@@ -60,9 +61,9 @@ class SearchIndex(Protocol):
     @property
     def persistent(self) -> bool: ...
 
-    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None) -> None: ...
+    def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None,
+              purged: Callable[[], set[str] | None] | None = None) -> None: ...
     def purge(self, namespace: str) -> int: ...
-    def erase(self, namespace: str, key: str) -> int: ...
     def touch(self, ids: Iterable[int]) -> None: ...
     def meta(self, name: str) -> str | None: ...
     def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
@@ -74,6 +75,10 @@ class SearchIndex(Protocol):
     def selective(self, terms: Sequence[str]) -> list[str]: ...
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
     def close(self) -> None: ...
+    def check(self, fix: bool) -> list[Any]: ...
+    def namespaces(self) -> set[str]: ...
+    def exists(self) -> bool: ...
+    def erase(self, namespace: str, key: str) -> int: ...
 
 
 class Embedder:
@@ -119,6 +124,11 @@ class RecallIndex:
         self.matrices: dict[int, Any] = {}
         self._accessed: list[int] = []
         core.on_purge(self.purge)
+        core.checkers.append(self.check)
+
+    def check(self, fix: bool) -> list[Any]:
+        """The persisted index file: a damaged one is found and set aside (storage/index_health.py)."""
+        return [] if self.disk is None else self.disk.check(fix)
 
     def indexes(self) -> Iterable[tuple[SearchIndex, bool]]:
         """``(index, session)``: the in-memory one first (its copies supersede the persisted ones)."""
@@ -127,6 +137,9 @@ class RecallIndex:
                 yield index, session
 
     def close(self) -> None:
+        """Catch up with purges made elsewhere (while the store is open), then
+        write the access counts and close both indexes."""
+        purges.at_close(self)  # a purge elsewhere since the last recall: its text does not stay in this index
         if self.disk is not None and self._accessed:
             self.disk.touch(self._accessed)
         for index in (self.disk, self.mem):
@@ -151,7 +164,9 @@ class RecallIndex:
                    body, rt.context(spec.name, st.key, kind))
 
     def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
-        """Bring the index rows of ``pending`` keys in line with the store."""
+        """Bring the index rows of ``pending`` keys in line with the store (leaving
+        out namespaces purged since they were read: purges.py)."""
+        purged = purges.purged_since_now(self.core.backend) if self.disk is not None else None
         specs = self.core.specs
         for index, persisted in ((self.disk, True), (self.mem, False)):
             if index is None:
@@ -175,15 +190,17 @@ class RecallIndex:
                 vecs = self.embedder.documents([d.body for d in upserts])
                 upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
             if upserts or removals or (meta and persisted):
-                index.apply(upserts, removals, meta if persisted else None)
+                index.apply(upserts, removals, *((meta, purged) if persisted else (None, None)))
                 self.core.index_epoch += 1  # what recall and context can see may have changed
                 self._dense_cache.pop(id(index), None)
 
     def sync(self) -> None:
         """Index every change made since the last recall, here or elsewhere."""
         pending = self.core.bus.take_touched()
-        meta = None
         disk, changes = self.disk, self.core.backend.changes
+        again, purge_meta = purges.catch_up(self)  # rows of namespaces purged elsewhere dropped
+        pending |= again
+        meta: dict[str, str] | None = purge_meta or None
         indexed = [s for s in self.core.registry if s.index and s.tier != "hot"]
         if disk is not None and changes is not None:
             start = disk.meta("cursor")
@@ -209,7 +226,7 @@ class RecallIndex:
                 pending.update(self._rebuild(indexed, full=True))
                 self._reconciled = True
             if end is not None and end != start:
-                meta = {"cursor": end}
+                meta = {**(meta or {}), "cursor": end}
         if not self._reconciled and disk is not None and changes is None:
             # No change log: other processes' writes are seen once per process.
             pending.update(self._rebuild(indexed, full=False))

@@ -103,6 +103,8 @@ class Recall:
                 raise InvalidArgument(f"unknown kind(s) {bad}; expected some of {KINDS}")
         if prefix is not None and not isinstance(prefix, str):
             raise InvalidArgument("prefix must be a str")
+        if prefix and not prefix.isascii() and any("\ud800" <= c <= "\udfff" for c in prefix):  # keys never do
+            raise InvalidArgument("prefix holds a lone surrogate: no key starts with it")
         since_us = _since_us(since)
         matches = compile_where(where)
         if not isinstance(namespaces, (str, list, tuple)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from hrm_memory.tracing import span_file
 from hrm_memory.core.errors import Unsupported
 from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, make_dirs
 
@@ -165,20 +167,31 @@ def parse_span_line(line: bytes) -> dict[str, Any] | None:
         return None
 
 
-def load_spans(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The spans of a JSONL span file, and how many complete lines were not
-    spans (garbage, or another program's output). A last line without its
-    newline is one still being written: skipped, not counted."""
-    spans: list[dict[str, Any]] = []
+def load_spans(path: Path, keep: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The spans of a JSONL span file (the last ``keep`` only, if given), and
+    how many complete lines were not spans (garbage, another program's
+    output, a line over ``span_file.MAX_LINE``). A last line without its
+    newline is one still being written: skipped, not counted. Read in
+    bounded chunks; a file that is not a regular file is ``BadInput``."""
+    return _load(path, keep)[:2]
+
+
+def _load(path: Path, keep: int | None) -> tuple[list[dict[str, Any]], int, int]:
+    """``load_spans``, and the offset after the last complete line."""
+    spans: Any = deque(maxlen=keep) if keep is not None else []
     skipped = 0
-    with open(path, "rb") as f:
-        for line in f:
-            span = parse_span_line(line)
+    pos = 0
+    fd = span_file.open_span_file(path)
+    try:
+        for line, pos in span_file.lines(fd):
+            span = parse_span_line(line) if line is not span_file.OVERLONG else None
             if span is not None:
                 spans.append(span)
-            elif line.endswith(b"\n") and line.strip():
+            elif line.strip():
                 skipped += 1
-    return spans, skipped
+    finally:
+        os.close(fd)
+    return list(spans), skipped, pos
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:
@@ -283,31 +296,30 @@ def _tail_line(span: dict[str, Any]) -> str:
 def tail(path: Path, n: int, follow: bool, out: TextIO, poll: float = 0.2) -> Iterator[None]:
     """Print the last ``n`` spans, then (``follow``) new ones as they arrive.
     A generator so the caller decides when to stop (Ctrl-C in the CLI).
-    Lines that are not spans are skipped."""
-    spans = read_spans(path) if path.exists() else []
+    Lines that are not spans are skipped. Reads in bounded chunks and keeps
+    ``n`` spans at most (``span_file``)."""
+    spans, _, pos = _load(path, max(n, 0)) if path.exists() else ([], 0, 0)
     for s in spans[-n:] if n > 0 else []:
         print(_tail_line(s), file=out)
     if not follow:
         return
     out.flush()
-    pos = path.stat().st_size if path.exists() else 0
-    buf = b""
     while True:
         yield None
         try:
-            size = path.stat().st_size
+            fd = span_file.open_span_file(path)
         except FileNotFoundError:
-            size = 0
-        if size < pos:
-            pos = 0  # rotated or truncated
-        if size > pos:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                buf += f.read(size - pos)
-            pos = size
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                span = parse_span_line(line)
+            pos = 0
+            time.sleep(poll)
+            continue
+        try:
+            size = os.fstat(fd).st_size
+            if size < pos:
+                pos = 0  # rotated or truncated
+            for line, pos in span_file.lines(fd, pos, size):
+                span = parse_span_line(line) if line is not span_file.OVERLONG else None
                 if span is not None:
                     print(_tail_line(span), file=out, flush=True)
+        finally:
+            os.close(fd)
         time.sleep(poll)
