@@ -143,7 +143,9 @@ class RedisBackend:
         lay = self.layout
         self._stream, self._nsset, self._decl, self._declgen = lay.stream, lay.namespaces, lay.decl, lay.declgen
         self.changes = change_log(self.topology, self._client, self._cmd, lay, signal_log)  # one stream, or one per ns
-        self.purges = RedisPurgeEpochs(self._cmd, self.prefix, (RedisError,), lambda e, w: failure(e, w, self._shown))
+        # On a cluster the two keys of the purge epochs share one hash tag (one slot, one script).
+        epochs_prefix = "{" + self.prefix + "purges}" if self.topology.cluster else self.prefix
+        self.purges = RedisPurgeEpochs(self._cmd, epochs_prefix, (RedisError,), lambda e, w: failure(e, w, self._shown))
         self._maxlen = self.settings.stream_maxlen if signal_log else 0
         self._holds: dict[str, _Hold] = {}
         self._guard = threading.Lock()
@@ -459,7 +461,7 @@ class RedisBackend:
         except RedisError as exc:
             raise failure(exc, "purging the change log", self._shown, namespace) from None
 
-    def _rewrite_files(self, namespace: str) -> int:
+    def _rewrite_files(self, namespace: str | None = None) -> int:
         """The AOF / RDB files redone from memory as it is now, waited for."""
         if self._cluster is not None:
             return self._cluster.rewrite_files()

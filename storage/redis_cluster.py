@@ -40,7 +40,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from .redis_changes import RedisChangeLog, _before, parse_id
-from .redis_url import any_scheme_of, normalized, refusal
+from .redis_url import any_scheme_of, normalized, redact, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
 from .redis_scripts import SCRIPTS, Script
@@ -97,7 +97,14 @@ def topology(url: str, *, prefix: str | None = None) -> Topology:
         raise InvalidArgument(refusal(url))
     assert isinstance(url, str)
     url = normalized(url)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        if not url.startswith(CLUSTER_SCHEMES):
+            parts.port  # noqa: B018  (a bad port or IPv6 address raises here; a cluster's hosts are read below)
+    except ValueError as exc:
+        raise InvalidArgument(f"bad Redis URL {redact(url)!r}: {redact(exc)}") from None
+    if parts.fragment:
+        raise InvalidArgument("bad Redis URL: a '#fragment' means nothing here")
     wait, wait_timeout, rest = "0", "1000", []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name == "wait":
@@ -112,7 +119,12 @@ def topology(url: str, *, prefix: str | None = None) -> Topology:
         raise InvalidArgument("wait and wait_timeout must be integers (replicas; milliseconds)") from None
     if not (0 <= n <= 16) or not (1 <= ms <= 60000):
         raise InvalidArgument("wait must be 0..16 replicas and wait_timeout 1..60000 milliseconds")
-    socket_timeout = _url_timeouts(url).get("socket_timeout", 5.0)
+    try:
+        socket_timeout = _url_timeouts(url).get("socket_timeout", 5.0)
+    except (ValueError, OverflowError):
+        if url.startswith(CLUSTER_SCHEMES):
+            raise InvalidArgument("socket_timeout and socket_connect_timeout must be positive numbers of seconds") from None
+        socket_timeout = 5.0  # one server: parse() below refuses it, naming the option
     if n and ms >= socket_timeout * 1000:
         raise InvalidArgument(
             f"wait_timeout ({ms} ms) must be shorter than socket_timeout ({socket_timeout} s): WAIT answers after it"

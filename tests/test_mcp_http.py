@@ -184,7 +184,7 @@ def test_200_calls_from_4_concurrent_clients_all_answered_none_lost(tmp_path: Pa
     ("args", "reason"),
     [
         (["--scope", "nosuch"], "no declared namespace belongs to HRM 'nosuch'"),
-        (["--backend", "ftp://example"], "redis:// URL"),
+        (["--backend", "ftp://example"], "Redis URL"),
         (["--http", "localhost:web"], "--http expects [HOST:]PORT"),
         (["--http", "0", "--token-file", "/nonexistent/token"], "does not exist"),
     ],
