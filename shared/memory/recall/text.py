@@ -7,6 +7,7 @@ Pure functions, no state: the index engine (:mod:`hrm_memory.recall.search`) and
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -55,6 +56,7 @@ def fts_query(terms: list[str]) -> str:
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a text's words repeat: a dict look-up, not a stemming, each
 def stem(word: str) -> str:
     """A light suffix stem, for telling which query words a text holds
     ("walking", "walked" and "walks" are "walk"; "zq1" and "zq2" differ);
@@ -162,9 +164,17 @@ def passages(value: Any, paths: tuple[str, ...]) -> list[Passage]:
     or a map, a paragraph of a note. Never empty (one empty passage for a
     value with no text), at most :data:`MAX_PASSAGES`."""
     out: list[Passage] = []
-    for path in paths:
-        for node in ([value] if path == "$" else _select(value, path)):
-            _split(node, "", out)
+    if paths == ("$",):
+        _split(value, "", out)
+    else:
+        nodes = [(path, node) for path in paths for node in _select(value, path)]
+        text = "\n".join(t for t in (_text(n) for _, n in nodes) if t)
+        if len(text) <= PASSAGE_CHARS:  # the parts indexed fit in one passage
+            if text:
+                out.append(Passage(text, "; ".join(f"{p}: {_shown(n)}" for p, n in nodes if _text(n))))
+        else:
+            for _, node in nodes:
+                _split(node, "", out)
     if not out:
         return [Passage("", "")]
     if len(out) > MAX_PASSAGES:
