@@ -62,10 +62,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.qwords USING fts5(w, tokenize='porter un
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', 'instance');
 """
 #: A query word found in more than this share of the documents (and in more
-#: than DF_FLOOR of them) is left out of the query when rarer words remain:
-#: its bm25 weight is near zero, yet scoring its matches is most of a query's
-#: time (150 ms -> 2 ms at 100k records for a query with two such words).
-DF_SHARE, DF_FLOOR = 0.02, 2000
+#: than DF_FLOOR of them, and in any case in more than DF_CAP) is left out of
+#: the query when rarer words remain: its bm25 weight is near zero, yet
+#: scoring its matches is most of a query's time (150 ms -> 2 ms at 100k
+#: records for a query with two such words; at 1M records, 2% is 20,000
+#: matches a word, ~12 ms of ranking, hence the cap).
+DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 500, 5000
 
 #: A record is indexed as passages (:func:`hrm_memory.recall.text.passages`),
 #: one FTS row each: row id ``(record id << PART_BITS) | passage number``.
@@ -439,7 +441,7 @@ class TextIndex:
                 return list(terms)
             db = self._conn()
             top = db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0
-            limit = max(DF_FLOOR, DF_SHARE * top)
+            limit = min(DF_CAP, max(DF_FLOOR, DF_SHARE * top))
             if top <= limit:
                 return list(terms)
             stems = self._stems(db, terms)
@@ -460,9 +462,9 @@ class TextIndex:
             if self._db is None and (self.path is None or not self.path.exists()):
                 return {t: 1.0 for t in terms}
             db = self._conn()
-            n = max(1, self._count(db))
             stems = self._stems(db, terms)
             df = self._frequencies(db, set(stems.values()))
+            n = max(1, self._count(db))
             out = {}
             for t in terms:
                 f = max(1, df.get(stems.get(t, ""), 0))
@@ -470,9 +472,10 @@ class TextIndex:
             return out
 
     def _count(self, db: sqlite3.Connection) -> int:
-        """How many records the index holds (counted once per change)."""
-        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
-        if self._count_version != version:
+        """How many records the index holds (counted once per change, as
+        :meth:`_frequencies`, called just before, saw it)."""
+        version = self._df_version  # as _frequencies, just called, read it
+        if version is None or self._count_version != version:
             self._passages = int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
             self._count_version = version
         return self._passages

@@ -191,7 +191,7 @@ class Recall:
             boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
             ranked.append((fscore * boost, row, session))
         ranked.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
-        found: list[tuple[float, Any, bool, Stored, Any, list[rt.Passage], int]] = []
+        found: list[tuple[float, Any, bool, Stored, Any, str, int, float]] = []
         cover = rt.coverer(terms, self._weights(terms)) if ranked else rt.coverer([])
         for score, row, session in ranked:
             spec = self.core.specs.get(row.ns)
@@ -208,26 +208,26 @@ class Recall:
             parts = rt.passages(value, spec.index or ("$",))
             if row.score:  # found by its words: the passage bm25 ranked best
                 part = min(row.part, len(parts) - 1)
-                if not cover(parts[part].text + " " + rt.context(row.ns, row.key, row.kind)):
-                    # its words matched only in what was written before it (the
-                    # near column ranks a passage, it never finds one alone)
-                    continue
             else:  # found by the embedder alone: the passage holding most of the query
                 part = max(range(len(parts)), key=lambda i: (cover(parts[i].text), -i))
-            found.append((score, row, session, st, value, parts, part))
+            coverage = cover(f"{parts[part].text} {rt.context(row.ns, row.key, row.kind)}")
+            if row.score and not coverage:
+                # its words matched only in what was written before it (the
+                # near column ranks a passage, it never finds one alone)
+                continue
+            found.append((score, row, session, st, value, parts[part].shown, part, coverage))
             if len(found) >= k:
                 break
         now = time.time()
         dense_refs = [r for r, _ in dense]
         hits: list[Hit] = []
-        for score, row, session, st, value, parts, part in found[:k]:
+        for score, row, session, st, value, shown, part, coverage in found[:k]:
             ref = (row.ns, row.key)
             age_days = max(0.0, now - st.updated_us / 1e6) / 86400
-            ctx = rt.context(row.ns, row.key, row.kind)
             why = {
                 "id": None if session else row.id,
                 "relevance": min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0,
-                "coverage": cover(parts[part].text + " " + ctx),
+                "coverage": coverage,
                 "passage": part,
                 "recency": 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
                 "quality": 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance,
@@ -237,7 +237,7 @@ class Recall:
                 "hits": row.hits,
             }
             record = Record.from_stored(row.ns, st, value, st.tier != "hot")
-            hits.append(Hit(row.ns, row.key, record, score, 0.0, why, rt.snippet(parts[part].shown, terms)))
+            hits.append(Hit(row.ns, row.key, record, score, 0.0, why, rt.snippet(shown, terms)))
         # Consistency: how many of the other hits from the same namespace also
         # match some of the query's words.
         agreeing: dict[str, int] = {}
