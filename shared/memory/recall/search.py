@@ -43,6 +43,10 @@ WEIGHTS = (0.35, 0.25, 0.15, 0.15, 0.10)
 CASCADE_BELOW = 0.5
 #: Half-life of the recency signal, in days.
 RECENCY_HALF_LIFE_DAYS = 30.0
+#: How much a passage that says when (a date, a weekday, a time) is lifted
+#: for a question about time (chosen on LoCoMo conversations 0-4 and the
+#: legacy data's own questions, tests/test_recall_passages.py).
+TIME_BOOST = 1.25
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
 #: How text and dense results are fused (``MemoryManager(fusion=...)``),
@@ -193,6 +197,11 @@ class Recall:
         ranked.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
         found: list[tuple[float, Any, bool, Stored, Any, str, int, float]] = []
         cover = rt.coverer(terms, self._weights(terms)) if ranked else rt.coverer([])
+        # A question about time ("when is ...", "what is due") is answered by a
+        # passage that says when: those are looked at among a few more
+        # candidates and lifted by TIME_BOOST.
+        timely = qtype in rt.TIMELY
+        enough = min(len(ranked), max(k, 2 * k if timely else k))
         for score, row, session in ranked:
             spec = self.core.specs.get(row.ns)
             if spec is None:
@@ -215,9 +224,13 @@ class Recall:
                 # its words matched only in what was written before it (the
                 # near column ranks a passage, it never finds one alone)
                 continue
+            if timely and rt.says_when(parts[part].text):
+                score *= TIME_BOOST
             found.append((score, row, session, st, value, parts[part].shown, part, coverage))
-            if len(found) >= k:
+            if len(found) >= enough:
                 break
+        if timely:
+            found.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
         now = time.time()
         dense_refs = [r for r, _ in dense]
         hits: list[Hit] = []

@@ -187,7 +187,7 @@ def _split(node: Any, label: str, out: list[Passage]) -> None:
     text = _text(node)
     if not text and not label:
         return
-    if len(text) <= PASSAGE_CHARS or not isinstance(node, (str, dict, list)):
+    if not isinstance(node, (str, dict, list)) or (len(text) <= PASSAGE_CHARS and not _collection(node)):
         out.append(_passage(node, label, text))
     elif isinstance(node, str):
         for piece in _pieces(node):
@@ -211,7 +211,22 @@ def _split(node: Any, label: str, out: list[Passage]) -> None:
         for k, v in node.items():
             if str(k) in small:
                 continue
-            _split(v, label if shown_head else (_label(str(k)) or label), out)
+            if isinstance(v, str):  # named by the short fields beside it, else by its key
+                child = label if shown_head else (_label(str(k)) or label)
+            elif isinstance(v, list) and any(isinstance(x, dict) for x in v):
+                child = "" if shown_head else label  # records of their own (messages): each names itself
+            else:
+                child = _label(str(k)) or label
+            _split(v, child, out)
+
+
+def _collection(node: Any) -> bool:
+    """A map or list of three or more entries that are maps or lists (people,
+    messages), or a part holding one: split into its entries however short,
+    each its own passage."""
+    entries = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    inner = [e for e in entries if isinstance(e, (dict, list))]
+    return len(inner) >= 3 or any(_collection(e) for e in inner)
 
 
 def _label(key: str) -> str:
@@ -330,6 +345,22 @@ ROUTES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Query types asking when: their hits are lifted when the passage says when.
+TIMELY = frozenset({"temporal", "prospective"})
+_WHEN = re.compile(
+    r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun"
+    r"|january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec|today|tonight|tomorrow|yesterday|weekend|weekends"
+    r"|morning|afternoon|evening|noon|midnight|week|month|year|ago|days|weeks|months|years"
+    r"|\d{1,2}(?::\d{2})?\s?(?:am|pm)|\d{4}-\d{2}-\d{2}|(?:19|20)\d{2})\b")
+
+
+def says_when(text: str) -> bool:
+    """Whether ``text`` names a time: a weekday, a month, a date, an hour, a
+    relative day ("tomorrow", "3 weeks ago")."""
+    return _WHEN.search(text.lower()) is not None
+
+
 def classify(query: str) -> str:
     """The query's type: the first of ``QUERY_TYPES`` with a phrase in it, else ``"factual"``."""
     text = " ".join(words(query))
@@ -339,5 +370,5 @@ def classify(query: str) -> str:
     return "factual"
 
 
-__all__ = ["MAX_PASSAGES", "PASSAGE_CHARS", "QUERY_TYPES", "ROUTES", "SNIPPET_CHARS", "STOPWORDS", "Passage", "classify",
-           "context", "coverer", "extract", "fts_query", "passages", "query_terms", "snippet", "stem", "words"]
+__all__ = ["MAX_PASSAGES", "PASSAGE_CHARS", "QUERY_TYPES", "ROUTES", "SNIPPET_CHARS", "STOPWORDS", "TIMELY", "Passage", "classify",
+           "context", "coverer", "extract", "fts_query", "passages", "query_terms", "says_when", "snippet", "stem", "words"]
