@@ -114,15 +114,26 @@ def _leaves(value: Any, out: list[str]) -> None:
         out.append(str(value))
 
 
-def _select(value: Any, path: str) -> Iterator[Any]:
-    nodes = [value]
+@functools.lru_cache(maxsize=1024)
+def _steps(path: str) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """``path`` parsed once: each step's name and its subscripts (None: not a path)."""
+    out = []
     for part in path.split("."):
         m = _STEP.fullmatch(part)
         if m is None:
-            return
-        name, subs = m.group(1), m.group(2)
+            return None
+        out.append((m.group(1), tuple(re.findall(r"\[(\*|[0-9]+)\]", m.group(2)))))
+    return tuple(out)
+
+
+def _select(value: Any, path: str) -> Iterator[Any]:
+    steps = _steps(path)
+    if steps is None:
+        return
+    nodes = [value]
+    for name, subs in steps:
         nodes = [n[name] for n in nodes if isinstance(n, dict) and name in n]
-        for sub in re.findall(r"\[(\*|[0-9]+)\]", subs):
+        for sub in subs:
             nxt: list[Any] = []
             for n in nodes:
                 if not isinstance(n, list):
@@ -167,13 +178,13 @@ def passages(value: Any, paths: tuple[str, ...]) -> list[Passage]:
     if paths == ("$",):
         _split(value, "", out)
     else:
-        nodes = [(path, node) for path in paths for node in _select(value, path)]
-        text = "\n".join(t for t in (_text(n) for _, n in nodes) if t)
-        if len(text) <= PASSAGE_CHARS:  # the parts indexed fit in one passage
+        nodes = [(path, node, _text(node)) for path in paths for node in _select(value, path)]
+        text = "\n".join(t for _, _, t in nodes if t)
+        if len(text) <= PASSAGE_CHARS and not any(_collection(n) for _, n, _ in nodes):  # they fit in one passage
             if text:
-                out.append(Passage(text, "; ".join(f"{p}: {_shown(n)}" for p, n in nodes if _text(n))))
+                out.append(Passage(text, "; ".join(f"{p}: {_shown(n)}" for p, n, t in nodes if t)))
         else:
-            for _, node in nodes:
+            for _, node, _ in nodes:
                 _split(node, "", out)
     if not out:
         return [Passage("", "")]
@@ -304,6 +315,7 @@ def snippet(shown: str, terms: list[str], limit: int = SNIPPET_CHARS) -> str:
     return ("…" if start else "") + shown[start:end].strip() + ("…" if end < len(shown) else "")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def context(namespace: str, key: str, kind: str | None) -> str:
     """What surrounds a record: the words of its key, its namespace's name and its kind."""
     parts = [_SEP.sub(" ", key), namespace.split(".", 1)[-1].replace("_", " ")]
