@@ -8,7 +8,8 @@ clone (``--repo``, or ``$HRM_MEMORY_LOCOMO``) and never committed here.
 
 Task: every dialogue turn of a conversation is one memory (``{"text",
 "speaker", "date"}``, the image caption appended to the text when there is
-one) in one namespace per conversation, written in the conversation's order;
+one) in one namespace, in one store per conversation, written in the
+conversation's order;
 every question of categories 1-5 that has evidence turns is a query whose
 relevant memories are those turns. recall@k (issue 25's figure) is the share
 of questions with an evidence turn among the first k results; share@k the
@@ -204,12 +205,13 @@ def run(repo: str, embed: CachedEmbedder | None = None, weights: tuple[float, ..
     latencies: dict[str, list[float]] = {m: [] for m in modes}
     n_docs = 0
     with tempfile.TemporaryDirectory() as tmp:
-        managers = {"lexical": MemoryManager(f"{tmp}/lexical", durability="flush")}
-        if embed is not None:
-            for mode in ("rrf", "weighted", *extra):
-                fusion = mode.split("@")[0]
-                managers[mode] = MemoryManager(f"{tmp}/{mode}", durability="flush", embed=embed, fusion=fusion)
         for i, conv in enumerate(convs):
+            # one store per conversation (issue 25's setup), one per mode
+            managers = {"lexical": MemoryManager(f"{tmp}/{i}/lexical", durability="flush")}
+            if embed is not None:
+                for mode in ("rrf", "weighted", *extra):
+                    fusion = mode.split("@")[0]
+                    managers[mode] = MemoryManager(f"{tmp}/{i}/{mode}", durability="flush", embed=embed, fusion=fusion)
             docs = turns(conv)
             n_docs += len(docs)
             ns = f"bench.conv{i}"
@@ -220,8 +222,6 @@ def run(repo: str, embed: CachedEmbedder | None = None, weights: tuple[float, ..
                 mm.recall("warm up the index", namespaces=ns)
             search = baseline(docs)
             qs = questions(conv, {d["id"] for d in docs})
-            if not qs:
-                continue
             if embed is not None:
                 ids = [d["id"] for d in docs]
                 turn_m = embed.matrix([body(d) for d in docs])
@@ -245,8 +245,8 @@ def run(repo: str, embed: CachedEmbedder | None = None, weights: tuple[float, ..
                     results[mode].append(([h.key for h in hits], evidence))
                     if "@" in mode:
                         recall_module.FUSION_WEIGHTS = saved
-        for mm in managers.values():
-            mm.close()
+            for mm in managers.values():
+                mm.close()
         if embed is not None:
             sample = [body(d) for d in turns(convs[0])[:512]]
             speed = embedder_speed(embed.fn, sample, [q["question"] for q in convs[0]["qa"][:30]])

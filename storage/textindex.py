@@ -67,7 +67,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', '
 #: scoring its matches is most of a query's time (150 ms -> 2 ms at 100k
 #: records for a query with two such words; at 1M records, 2% is 20,000
 #: matches a word, ~12 ms of ranking, hence the cap).
-DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 500, 5000
+DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 200, 5000
 
 #: A record is indexed as passages (:func:`hrm_memory.recall.text.passages`),
 #: one FTS row each: row id ``(record id << PART_BITS) | passage number``.

@@ -17,7 +17,7 @@ def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> N
         mm.declare(NamespaceSpec("t.notes", index=("text",)))
         for i in range(n):
             mm.write("t.notes", f"n{i}", {"text": f"walking note {i} zq{i}x"})
-        rare = n - 7
+        rare = n - 7  # a word in one record
         hits = mm.recall(f"walked zq{rare}x", namespaces="t.notes", k=3)
         assert hits[0].key == f"n{rare}"
         index = next(c for c in mm._pipeline.components if isinstance(c, Recall)).index.disk
