@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # as the index splits them: "due_date" is two words
+_WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # as the index splits them: "due_date" is two words
 _SEP = re.compile(r"[_\-.:/#@]+")
 _STEP = re.compile(r"([^.\[\]]+)((?:\[(?:\*|[0-9]+)\])*)")
 
@@ -37,11 +38,18 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def tokens(text: str) -> list[str]:
+    """The lower-case words of ``text`` as the index splits them (``due_date``
+    is ``due`` and ``date``)."""
+    return _TOKEN.findall(text.lower())
+
+
 def query_terms(query: str) -> list[str]:
-    """The distinct words of ``query`` worth searching for, in order: the
-    stopwords are dropped unless nothing else is left."""
+    """The distinct words of ``query`` worth searching for, in order, split
+    as the index splits them: the stopwords are dropped unless nothing else
+    is left."""
     seen: dict[str, None] = {}
-    for w in words(query):
+    for w in tokens(query):
         seen.setdefault(w, None)
     terms = [w for w in seen if w not in STOPWORDS]
     return (terms or list(seen))[:32]
@@ -56,8 +64,14 @@ def fts_query(terms: list[str]) -> str:
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
-@functools.lru_cache(maxsize=1 << 16)  # a text's words repeat: a dict look-up, not a stemming, each
 def stem(word: str) -> str:
+    """A crude prefix stem, for telling near-duplicate texts apart (remember,
+    context); recall tells which query words a text holds with :func:`light_stem`."""
+    return word if len(word) <= 4 else word[: max(4, len(word) - 3)]
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a text's words repeat: a dict look-up, not a stemming, each
+def light_stem(word: str) -> str:
     """A light suffix stem, for telling which query words a text holds
     ("walking", "walked" and "walks" are "walk"; "zq1" and "zq2" differ);
     the index itself stems with Porter's algorithm."""
@@ -74,11 +88,11 @@ def coverer(terms: list[str], weights: dict[str, float] | None = None) -> Callab
     once for all the texts it is given."""
     if not terms:
         return lambda text: 0.0
-    stems = [(stem(t), 1.0 if weights is None else weights.get(t, 1.0)) for t in terms]
+    stems = [(light_stem(t), 1.0 if weights is None else weights.get(t, 1.0)) for t in terms]
     total = sum(w for _, w in stems) or 1.0
 
     def cover(text: str) -> float:
-        have = {stem(w) for w in set(words(text))}
+        have = {light_stem(w) for w in set(tokens(text))}
         return sum(w for s, w in stems if s in have) / total
 
     return cover
@@ -300,8 +314,8 @@ def snippet(shown: str, terms: list[str], limit: int = SNIPPET_CHARS) -> str:
     words and marked with an ellipsis where text was left out."""
     if len(shown) <= limit:
         return shown
-    stems = {stem(t) for t in terms}
-    hits = [m.start() for m in _WORD.finditer(shown.lower()) if stem(m.group()) in stems]
+    stems = {light_stem(t) for t in terms}
+    hits = [m.start() for m in _TOKEN.finditer(shown.lower()) if light_stem(m.group()) in stems]
     start = 0
     if hits:
         best = max(range(len(hits)), key=lambda i: (sum(1 for h in hits[i:] if h < hits[i] + limit - 40), -i))
@@ -383,4 +397,4 @@ def classify(query: str) -> str:
 
 
 __all__ = ["MAX_PASSAGES", "PASSAGE_CHARS", "QUERY_TYPES", "ROUTES", "SNIPPET_CHARS", "STOPWORDS", "TIMELY", "Passage", "classify",
-           "context", "coverer", "extract", "fts_query", "passages", "query_terms", "says_when", "snippet", "stem", "words"]
+           "context", "coverer", "extract", "fts_query", "passages", "light_stem", "query_terms", "says_when", "snippet", "stem", "tokens", "words"]
