@@ -20,6 +20,7 @@ folded, English suffixes stemmed ("walking" finds "walked").
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -51,8 +52,9 @@ CREATE TABLE IF NOT EXISTS docs(
     hits INTEGER NOT NULL DEFAULT 0,
     UNIQUE(ns, key)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, ctx, near, tokenize='porter unicode61 remove_diacritics 2');
 CREATE INDEX IF NOT EXISTS docs_newest ON docs(ns, updated_us DESC, key, tier, version);
+CREATE INDEX IF NOT EXISTS docs_order ON docs(ns, created_us, key);
 DROP INDEX IF EXISTS docs_recent;
 CREATE TABLE IF NOT EXISTS vecs(id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,16 +67,30 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.qwords USING fts5(w, tokenize='porter un
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', 'instance');
 """
 #: A query word found in more than this share of the documents (and in more
-#: than DF_FLOOR of them) is left out of the query when rarer words remain:
-#: its bm25 weight is near zero, yet scoring its matches is most of a query's
-#: time (150 ms -> 2 ms at 100k records for a query with two such words).
-DF_SHARE, DF_FLOOR = 0.02, 2000
+#: than DF_FLOOR of them, and in any case in more than DF_CAP) is left out of
+#: the query when rarer words remain: its bm25 weight is near zero, yet
+#: scoring its matches is most of a query's time (150 ms -> 2 ms at 100k
+#: records for a query with two such words; at 1M records, 2% is 20,000
+#: matches a word, ~12 ms of ranking, hence the cap).
+DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 200, 5000
 
-#: Weights of the two columns in bm25: the record's text, and its context
-#: (key words, namespace, kind).
-BODY_WEIGHT, CTX_WEIGHT = 1.0, 0.4
-#: The text ranking a search starts from: the best matches by bm25, no filter.
-RANKED = f"SELECT rowid, bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
+#: A record is indexed as passages (:func:`hrm_memory.recall.text.passages`),
+#: one FTS row each: row id ``(record id << PART_BITS) | passage number``.
+PART_BITS = 10
+PARTS = 1 << PART_BITS
+#: What a passage's ``near`` column holds: the text of the passages written
+#: just before it in its namespace (in its record, then the record created
+#: before it), this many, each cut to NEAR_CHARS. A turn of a conversation
+#: is often answered by what was said just before it.
+NEAR_PASSAGES, NEAR_CHARS = 2, 300
+#: Weights of the three columns in bm25: the passage's text, its record's
+#: context (key words, namespace, kind) and what was written just before it.
+#: The near weight and window were chosen on LoCoMo conversations 0-4 (near
+#: 0.3-0.6, window 1-3), never on the five reported (benchmarks/bench_recall.py).
+BODY_WEIGHT, CTX_WEIGHT, NEAR_WEIGHT = 1.0, 0.4, 0.4
+_BM25 = f"bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}, {NEAR_WEIGHT})"
+#: The text ranking a search starts from: the best passages by bm25, no filter.
+RANKED = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
 #: How many of the best matches a search ranks by text alone before
 #: filtering them, per row it returns, on its second try (the first takes
 #: :func:`first_probe`).
@@ -112,6 +128,8 @@ class Row(NamedTuple):
     hits: int
     body: str
     score: float
+    #: the passage that matched best (its number in the record's passages)
+    part: int = 0
 
 
 class TextIndex:
@@ -127,6 +145,8 @@ class TextIndex:
         self._commits = 0  # changes this connection made to the documents
         self._ino: int | None = None  # of the file this connection opened
         self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
+        self._passages = 0
+        self._count_version: tuple[int, int] | None = None
 
     def exists(self) -> bool:
         """Open here, or a file on disk (a check that creates nothing)."""
@@ -215,6 +235,11 @@ class TextIndex:
             db = self._open_file(self.path)
             self._ino = os.lstat(self.path).st_ino
         try:
+            old = db.execute("SELECT sql FROM sqlite_master WHERE name='fts'").fetchone()
+            if old is not None and "near" not in old[0]:
+                # an index of whole records (before passages): derived data, rebuilt
+                db.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS vecs;"
+                                 " DROP TABLE IF EXISTS meta;")
             db.executescript(_SCHEMA + _TEMP_SCHEMA)
         except sqlite3.OperationalError:
             db.close()
@@ -273,7 +298,8 @@ class TextIndex:
                         upserts = [d for d in upserts if gone is not None and d.ns not in gone]
                 for ns, key in removals:
                     self._remove(db, ns, key)
-                for doc in upserts:
+                # oldest first, so a record's predecessor is in the index before it
+                for doc in sorted(upserts, key=lambda d: (d.ns, d.created_us, d.key)):
                     row = db.execute("SELECT id, hits, version FROM docs WHERE ns=? AND key=?", (doc.ns, doc.key)).fetchone()
                     hits = 0
                     if row is not None:
@@ -288,7 +314,13 @@ class TextIndex:
                          doc.importance, hits),
                     )
                     rowid = cur.lastrowid
-                    db.execute("INSERT INTO fts(rowid, body, ctx) VALUES (?,?,?)", (rowid, doc.body, doc.ctx))
+                    assert rowid is not None
+                    parts = list(doc.parts) or [doc.body]
+                    before = self._before(db, doc, rowid) if parts else []
+                    db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", [
+                        ((rowid << PART_BITS) | i, part, doc.ctx,
+                         "\n".join(p[:NEAR_CHARS] for p in (before + parts[:i])[-NEAR_PASSAGES:]))
+                        for i, part in enumerate(parts[:PARTS])])
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
                 for name, value in (meta or {}).items():
@@ -299,10 +331,22 @@ class TextIndex:
                 raise
 
     @staticmethod
+    def _before(db: sqlite3.Connection, doc: Doc, rowid: int) -> list[str]:
+        """The last passages of the record created just before ``doc`` in its namespace."""
+        prev = db.execute("SELECT id FROM docs WHERE ns=? AND (created_us, key) < (?, ?) AND id != ?"
+                          " ORDER BY created_us DESC, key DESC LIMIT 1", (doc.ns, doc.created_us, doc.key, rowid)).fetchone()
+        if prev is None:
+            return []
+        got = db.execute("SELECT body FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                         (prev[0] << PART_BITS, (prev[0] << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
+        return [str(b) for (b,) in reversed(got)]
+
+    @staticmethod
     def _remove(db: sqlite3.Connection, ns: str, key: str) -> None:
         row = db.execute("SELECT id FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
         if row is not None:
-            db.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+            db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?",
+                       (row[0] << PART_BITS, (row[0] << PART_BITS) | (PARTS - 1)))
             db.execute("DELETE FROM vecs WHERE id=?", (row[0],))
             db.execute("DELETE FROM docs WHERE id=?", (row[0],))
 
@@ -421,24 +465,31 @@ class TextIndex:
                 del rows[limit:]
                 if not text or not rows:
                     return rows
-                marks, ids = _in([r.id for r in rows])
+                marks, ids = _in([(r.id << PART_BITS) | r.part for r in rows])
                 bodies = dict(db.execute(f"SELECT rowid, body FROM fts WHERE rowid IN ({marks})", ids).fetchall())
             finally:
                 db.execute("ROLLBACK")
-            return [r._replace(body=bodies.get(r.id, "")) for r in rows]
+            return [r._replace(body=bodies.get((r.id << PART_BITS) | r.part, "")) for r in rows]
 
     @staticmethod
     def _passing(db: sqlite3.Connection, best: list[tuple[int, float]], namespaces: set[str], cold: bool,
                  kinds: Sequence[str] | None, since_us: int | None, prefix: str | None) -> list[Row]:
-        """The rows of ``best`` (``(id, score)``) that pass the filter."""
+        """The records of ``best`` (``(passage row id, score)``, best first)
+        that pass the filter, each with its best passage."""
         if not best:
             return []
-        scores = dict(best)
+        scores: dict[int, float] = {}
+        parts: dict[int, int] = {}
+        for rowid, score in best:
+            doc = rowid >> PART_BITS
+            if doc not in scores:
+                scores[doc], parts[doc] = score, rowid & (PARTS - 1)
         marks, ids = _in(list(scores))
         sql = f"SELECT id, ns, key, version, updated_us, tier, kind, importance, hits FROM docs WHERE id IN ({marks})"
         kind_set = None if kinds is None else set(kinds)
         return [
-            Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], "", scores[r[0]]) for r in db.execute(sql, ids)
+            Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], "", scores[r[0]], parts[r[0]])
+            for r in db.execute(sql, ids)
             if r[1] in namespaces and (cold or r[5] != "cold") and (kind_set is None or r[6] in kind_set)
             and (since_us is None or r[4] >= since_us) and (not prefix or r[2].startswith(prefix))
         ]
@@ -462,23 +513,30 @@ class TextIndex:
             args.extend([len(prefix), prefix])
         sql = (
             f"SELECT d.id, d.ns, d.key, d.version, d.updated_us, d.tier, d.kind, d.importance, d.hits, '',"
-            f" bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}) AS s"
-            f" FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND {' AND '.join(where)}"
+            f" {_BM25} AS s, fts.rowid & {PARTS - 1}"
+            f" FROM fts JOIN docs d ON d.id = (fts.rowid >> {PART_BITS}) WHERE fts MATCH ? AND {' AND '.join(where)}"
             f" ORDER BY s LIMIT ?"
         )
-        args.append(limit)
-        return [Row(*r) for r in db.execute(sql, args)]
+        args.append(limit * PROBE)  # several passages of one record may match: the best of each is kept
+        out: dict[int, Row] = {}
+        for r in db.execute(sql, args):
+            if r[0] not in out:
+                out[r[0]] = Row(*r)
+                if len(out) >= limit:
+                    break
+        return list(out.values())
 
     def selective(self, terms: Sequence[str]) -> list[str]:
         """``terms`` without those too common to be worth scoring (see
         :data:`DF_SHARE`); when all are common, the rarest, unless even it is
-        in half the documents (then none: such a query ranks nothing)."""
+        in half the documents of an index over :data:`DF_CAP` passages (then
+        none: such a query ranks nothing)."""
         with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return list(terms)
             db = self._conn()
             top = db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0
-            limit = max(DF_FLOOR, DF_SHARE * top)
+            limit = min(DF_CAP, max(DF_FLOOR, DF_SHARE * top))
             if top <= limit:
                 return list(terms)
             stems = self._stems(db, terms)
@@ -488,8 +546,36 @@ class TextIndex:
             if kept:
                 return kept
             rarest = min(terms, key=lambda t: (freq[t], t))
-            # Every word is common; one in most documents ranks nothing.
-            return [rarest] if freq[rarest] <= 0.5 * top else []
+            # Every word is common; one in most documents ranks nothing, unless
+            # the index is small enough to rank them all cheaply (a store of
+            # notes that all say "apples" still answers "apples").
+            return [rarest] if freq[rarest] <= 0.5 * top or top <= DF_CAP else []
+
+    def weights(self, terms: Sequence[str]) -> dict[str, float]:
+        """How specific each of ``terms`` is here: its inverse document
+        frequency over the passages (bm25's, floored at a small positive
+        value); a word the index lacks weighs as a word in one passage."""
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return {t: 1.0 for t in terms}
+            db = self._conn()
+            stems = self._stems(db, terms)
+            df = self._frequencies(db, set(stems.values()))
+            n = max(1, self._count(db))
+            out = {}
+            for t in terms:
+                f = max(1, df.get(stems.get(t, ""), 0))
+                out[t] = max(0.05, math.log(1 + (n - f + 0.5) / (f + 0.5)))
+            return out
+
+    def _count(self, db: sqlite3.Connection) -> int:
+        """How many records the index holds (counted once per change, as
+        :meth:`_frequencies`, called just before, saw it)."""
+        version = self._df_version  # as _frequencies, just called, read it
+        if version is None or self._count_version != version:
+            self._passages = int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+            self._count_version = version
+        return self._passages
 
     def _frequencies(self, db: sqlite3.Connection, stems: set[str]) -> dict[str, int]:
         """Document frequency of each of ``stems``. FTS5 counts them by reading
@@ -546,7 +632,7 @@ class TextIndex:
         marks, args = _in(ids)
         sql = (
             "SELECT d.id, d.ns, d.key, d.version, d.updated_us, d.tier, d.kind, d.importance, d.hits, fts.body, 0.0"
-            f" FROM docs d JOIN fts ON fts.rowid = d.id WHERE d.id IN ({marks})"
+            f" FROM docs d JOIN fts ON fts.rowid = (d.id << {PART_BITS}) WHERE d.id IN ({marks})"
         )
         with self._locked():
             return {r[0]: Row(*r) for r in self._conn().execute(sql, args)}

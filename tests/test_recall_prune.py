@@ -8,20 +8,21 @@ from pathlib import Path
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall.search import Recall
-from hrm_memory.storage.textindex import DF_FLOOR
+from hrm_memory.storage.textindex import DF_CAP, DF_FLOOR
 
 
 def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> None:
-    n = DF_FLOOR + 500
+    n = DF_CAP + 500  # past the size below which even a word in every document is ranked
     with MemoryManager(tmp_path / "s", durability="flush") as mm:
         mm.declare(NamespaceSpec("t.notes", index=("text",)))
         for i in range(n):
             mm.write("t.notes", f"n{i}", {"text": f"walking note {i} zq{i}x"})
-        hits = mm.recall("walked zq1234x", namespaces="t.notes", k=3)
-        assert hits[0].key == "n1234"
+        rare = n - 7  # a word in one record
+        hits = mm.recall(f"walked zq{rare}x", namespaces="t.notes", k=3)
+        assert hits[0].key == f"n{rare}"
         index = next(c for c in mm._pipeline.components if isinstance(c, Recall)).index.disk
         assert index is not None
-        assert index.selective(["walked", "zq1234x"]) == ["zq1234x"]  # "walk" is in every document
+        assert index.selective(["walked", f"zq{rare}x"]) == [f"zq{rare}x"]  # "walk" is in every document
         assert index.selective(["walked", "notes"]) == []  # all in every document: nothing to rank by
         assert index.selective(["zq7x"]) == ["zq7x"]  # a rare word alone is kept
         assert index.selective(["walked"]) == []  # a word in every document ranks nothing

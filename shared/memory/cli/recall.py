@@ -45,14 +45,15 @@ def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.json:
         print(_dump([
             {"namespace": h.namespace, "key": h.key, "score": h.score, "confidence": h.confidence,
-             "tier": h.record.tier, "version": h.record.version, "value": h.record.value,
+             "tier": h.record.tier, "version": h.record.version, "snippet": h.snippet, "value": h.record.value,
              **({"why": h.why} if h.why is not None else {})}
             for h in hits
         ]))
     else:
         rows = [{"namespace": h.namespace, "key": h.key, "score": f"{h.score:.3g}",
-                 "confidence": round(h.confidence, 2), "tier": h.record.tier, "value": h.record.value} for h in hits]
-        print(table(rows, ["namespace", "key", "score", "confidence", "tier", "value"]))
+                 "confidence": round(h.confidence, 2), "tier": h.record.tier,
+                 "snippet": " ".join(h.snippet.split())} for h in hits]  # the passage that answers, on one line
+        print(table(rows, ["namespace", "key", "score", "confidence", "tier", "snippet"]))
         if args.explain and hits and hits[0].why:
             why = hits[0].why
             print(f"query type: {why.get('type')}")

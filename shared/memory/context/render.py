@@ -189,7 +189,10 @@ class ContextRenderer:
         if query:
             for i, hit in enumerate(self._recall_for(query, hrm, specs)):
                 spec = self.core.specs[hit.namespace]
-                for text in self._lines(spec, hit.record.value, None, now_s, recalled_legend):
+                # a record of several passages (a conversation, a map of people)
+                # is recalled as the passage that answers, not whole
+                one = len(rt.passages(hit.record.value, spec.index or ("$",))) == 1
+                for text in self._lines(spec, hit.record.value if one else hit.snippet, None, now_s, recalled_legend):
                     recalled.append(Entry("recalled", text, (i,), None, ("recalled", i)))
         plan = ([("recalled", "Recalled", RECALLED_WEIGHT)] if query else []) + [
             (name, title, weight) for name, title, weight, _ in SECTIONS if name in wanted

@@ -53,6 +53,8 @@ class Doc(NamedTuple):
     body: str
     ctx: str
     vec: bytes | None = None
+    #: the passages' text (:func:`hrm_memory.recall.text.passages`); none: ``body`` is one passage
+    parts: tuple[str, ...] = ()
 
 
 class SearchIndex(Protocol):
@@ -73,6 +75,7 @@ class SearchIndex(Protocol):
     def vectors(self, namespaces: Sequence[str], *, cold: bool) -> list[tuple[int, str, str, bytes]]: ...
     def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
     def selective(self, terms: Sequence[str]) -> list[str]: ...
+    def weights(self, terms: Sequence[str]) -> dict[str, float]: ...
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
     def close(self) -> None: ...
     def check(self, fix: bool) -> list[Any]: ...
@@ -160,8 +163,9 @@ class RecallIndex:
                 importance = float(imp)
         assert spec.index is not None
         body = rt.extract(value, spec.index)
+        parts = tuple(p.text for p in rt.passages(value, spec.index))
         return Doc(spec.name, st.key, st.version, st.created_us, st.updated_us, st.tier, kind, importance,
-                   body, rt.context(spec.name, st.key, kind))
+                   body, rt.context(spec.name, st.key, kind), None, parts)
 
     def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
         """Bring the index rows of ``pending`` keys in line with the store (leaving

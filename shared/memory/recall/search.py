@@ -43,6 +43,10 @@ WEIGHTS = (0.35, 0.25, 0.15, 0.15, 0.10)
 CASCADE_BELOW = 0.5
 #: Half-life of the recency signal, in days.
 RECENCY_HALF_LIFE_DAYS = 30.0
+#: How much a passage that says when (a date, a weekday, a time) is lifted
+#: for a question about time (chosen on LoCoMo conversations 0-4 and the
+#: legacy data's own questions, tests/test_recall_passages.py).
+TIME_BOOST = 1.25
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
 #: How text and dense results are fused (``MemoryManager(fusion=...)``),
@@ -59,8 +63,11 @@ FUSION_WEIGHTS = (0.9, 0.1)
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One recalled memory: the record, its rank score (higher is better) and
-    a confidence in [0, 1]; ``why`` says how it ranked (``explain=True``)."""
+    """One recalled memory: the record, its rank score (higher is better), a
+    confidence in [0, 1], and ``snippet``: the passage of the record that
+    answers (a message, a list or map entry, a paragraph; at most
+    :data:`~hrm_memory.recall.text.SNIPPET_CHARS` characters of it, as
+    written); ``why`` says how it ranked (``explain=True``)."""
 
     namespace: str
     key: str
@@ -68,6 +75,7 @@ class Hit:
     score: float
     confidence: float
     why: dict[str, Any] | None = None
+    snippet: str = ""
 
 
 class Recall:
@@ -189,7 +197,13 @@ class Recall:
             boost = (1 + 0.1 * (row.importance - 0.5)) * (1 + 0.03 * math.log1p(row.hits)) * (1.1 if routed else 1.0)
             ranked.append((fscore * boost, row, session))
         ranked.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
-        found: list[tuple[float, Any, bool, Stored, Any]] = []
+        found: list[tuple[float, Any, bool, Stored, Any, str, int, float]] = []
+        cover = rt.coverer(terms, self._weights(terms)) if ranked else rt.coverer([])
+        # A question about time ("when is ...", "what is due") is answered by a
+        # passage that says when: those are looked at among a few more
+        # candidates and lifted by TIME_BOOST.
+        timely = qtype in rt.TIMELY
+        enough = min(len(ranked), max(k, 2 * k if timely else k))
         for score, row, session in ranked:
             spec = self.core.specs.get(row.ns)
             if spec is None:
@@ -202,21 +216,34 @@ class Recall:
             value = self.core.decode(spec, st, False)
             if matches is not None and not matches(value):
                 continue
-            found.append((score, row, session, st, value))
-            if len(found) >= k:
+            parts = rt.passages(value, spec.index or ("$",))
+            if row.score:  # found by its words: the passage bm25 ranked best
+                part = min(row.part, len(parts) - 1)
+            else:  # found by the embedder alone: the passage holding most of the query
+                part = max(range(len(parts)), key=lambda i: (cover(parts[i].text), -i))
+            coverage = cover(f"{parts[part].text} {rt.context(row.ns, row.key, row.kind)}")
+            if row.score and not coverage:
+                # its words matched only in what was written before it (the
+                # near column ranks a passage, it never finds one alone)
+                continue
+            if timely and rt.says_when(parts[part].text):
+                score *= TIME_BOOST
+            found.append((score, row, session, st, value, parts[part].shown, part, coverage))
+            if len(found) >= enough:
                 break
+        if timely:
+            found.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
         now = time.time()
         dense_refs = [r for r, _ in dense]
-        cover = rt.coverer(terms)
         hits: list[Hit] = []
-        for score, row, session, st, value in found[:k]:
+        for score, row, session, st, value, shown, part, coverage in found[:k]:
             ref = (row.ns, row.key)
             age_days = max(0.0, now - st.updated_us / 1e6) / 86400
             why = {
                 "id": None if session else row.id,
                 "relevance": min(1.0, max(0.0, -row.score) / top_lex) if row.score else 0.0,
-                "coverage": cover(rt.extract(value, self.core.specs[row.ns].index or ("$",)) + " "
-                                  + rt.context(row.ns, row.key, row.kind)),
+                "coverage": coverage,
+                "passage": part,
                 "recency": 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
                 "quality": 0.5 * {"hot": 0.9, "warm": 1.0, "cold": 0.7}.get(st.tier, 0.8) + 0.5 * row.importance,
                 "routed": row.kind is not None and row.kind in routes,
@@ -225,7 +252,7 @@ class Recall:
                 "hits": row.hits,
             }
             record = Record.from_stored(row.ns, st, value, st.tier != "hot")
-            hits.append(Hit(row.ns, row.key, record, score, 0.0, why))
+            hits.append(Hit(row.ns, row.key, record, score, 0.0, why, rt.snippet(shown, terms)))
         # Consistency: how many of the other hits from the same namespace also
         # match some of the query's words.
         agreeing: dict[str, int] = {}
@@ -233,6 +260,12 @@ class Recall:
             if (h.why or {}).get("coverage", 0) > 0:
                 agreeing[h.namespace] = agreeing.get(h.namespace, 0) + 1
         return [_with(h, h.why, confidence=_confidence(h, len(hits) - 1, agreeing.get(h.namespace, 0))) for h in hits]
+
+    def _weights(self, terms: list[str]) -> dict[str, float]:
+        """Each query word's specificity (idf), from the persisted index (the
+        larger one) when there is one."""
+        index = self.index.disk if self.index.disk is not None else self.index.mem
+        return {t: 1.0 for t in terms} if index is None else index.weights(terms)
 
     def _dense(self, query: str, names: list[str], cold: bool, want: int,
                candidates: dict[tuple[str, str], tuple[Any, bool]]) -> list[tuple[tuple[str, str], float]]:
@@ -340,8 +373,11 @@ def _fuse(lexical: list[tuple[str, str]], dense: list[tuple[tuple[str, str], flo
 def _confidence(hit: Hit, others: int, agreeing: int) -> float:
     """Relevance, source quality, recency, consistency (the share of the
     ``others`` hits, ``agreeing`` of them from this hit's namespace, that
-    corroborate the query words) and completeness (share of the query's
-    words it covers), weighted by :data:`WEIGHTS`."""
+    corroborate the query words) and completeness (the share of the query's
+    words its passage holds, each weighed by how specific it is: its idf),
+    weighted by :data:`WEIGHTS`, then scaled by the square root of that
+    completeness: a hit whose passage shares no specific word with the
+    question is not a confident one, however it ranked."""
     why = hit.why or {}
     consistency = 1.0
     if others:
@@ -349,12 +385,13 @@ def _confidence(hit: Hit, others: int, agreeing: int) -> float:
         consistency = 0.5 + 0.5 * agree / others
     parts = (why.get("relevance", 0.0), why.get("quality", 0.5), why.get("recency", 0.5), consistency,
              why.get("coverage", 0.0))
-    return round(float(sum(w * p for w, p in zip(WEIGHTS, parts, strict=True))), 4)
+    total = sum(w * p for w, p in zip(WEIGHTS, parts, strict=True))
+    return round(float(total * math.sqrt(why.get("coverage", 0.0))), 4)
 
 
 def _with(hit: Hit, why: dict[str, Any] | None, *, confidence: float | None = None, explain: bool = True) -> Hit:
     return Hit(hit.namespace, hit.key, hit.record, round(hit.score, 6),
-               hit.confidence if confidence is None else confidence, why if explain else None)
+               hit.confidence if confidence is None else confidence, why if explain else None, hit.snippet)
 
 
 def _since_us(since: Any) -> int | None:
