@@ -538,3 +538,37 @@ def test_seed_namespaces_under_the_global_provider_deliver_every_span_with_exact
         assert attrs["hrm.memory.tokens_saved"] == (expected_saved if value is coded else 0)
         assert attrs["hrm.memory.bytes"] == len(_compact_bytes(codec, value))
     assert len(ids) == 600 and 0 not in ids
+
+
+def test_tokens_saved_is_counted_only_for_spans_the_sampler_keeps(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the SDK's default sampler, a write under a parent that was not
+    sampled makes no span, and its tokens are never counted (docs/tracing.md)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    counted: list[int] = []
+    real = TokensSaved.value
+
+    def value(self: TokensSaved) -> int:
+        counted.append(1)
+        return real(self)
+
+    monkeypatch.setattr(TokensSaved, "value", value)
+    coded = {"user_input_length": 3, "stance_used": "sensemaking"}
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    with global_provider(provider), MemoryManager(root) as mm:
+        for sampled in (False, True):
+            flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+            parent = SpanContext(0xABC + sampled, 0xDEF, is_remote=True, trace_flags=flags)
+            with trace.use_span(NonRecordingSpan(parent)):
+                for i in range(300):
+                    mm.write("focus.fast", f"k{i}", coded)
+            provider.force_flush()
+            assert len(counted) == (300 if sampled else 0)
+        writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+    provider.shutdown()
+    assert len(writes) == 300 and all(s.attributes["hrm.memory.tokens_saved"] > 0 for s in writes)
