@@ -96,6 +96,13 @@ ROWS: list[tuple[str, str, str, str, str, str | None]] = [
      "record", "dc.get"),
 ]  # fmt: skip
 
+#: Instruction-count rows only (``--instructions``): what the SDK does per
+#: span whoever makes it, hrm-memory's part excluded.
+FLOOR_ROWS: list[tuple[str, str, str, str, str, str | None]] = [
+    ("sdk.floor", "SDK floor: a span id, a ReadableSpan, BatchSpanProcessor.on_end, export", "write", "sdk",
+     "record", None),
+]  # fmt: skip
+
 #: Issue 24's table (one run, 20,000 ops, CPython 3.11, before this work): untraced, traced.
 ISSUE_FIGURES = {
     "focus.fast.write": (11.1, 67.8),
@@ -194,7 +201,7 @@ def _timed(fn: Callable[..., object], calls: list[tuple[Any, ...]], flush: Calla
 
 
 def run_row(row: str, ctx: _Ctx) -> float:
-    _, _, op, where, kind, _ = next(r for r in ROWS if r[0] == row)
+    _, _, op, where, kind, _ = next(r for r in ROWS + FLOOR_ROWS if r[0] == row)
     n = ctx.n
     timed = n if ctx.only_ops is None else ctx.only_ops  # callgrind: 0 or n timed ops, the rest alike
     warm = where in WARM or where == "diskcache"
@@ -211,6 +218,8 @@ def run_row(row: str, ctx: _Ctx) -> float:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     try:
+        if where == "sdk":
+            return _sdk_floor(n, ctx.flush)
         if where == "langgraph":
             from langgraph.store.memory import InMemoryStore
 
@@ -258,6 +267,32 @@ def run_row(row: str, ctx: _Ctx) -> float:
             mm.close()
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _sdk_floor(n: int, flush: Callable[[], object]) -> float:
+    """The SDK's own per-span work, as little as a span needs: a span id, a
+    ``ReadableSpan`` (the SDK's constructor) and the global provider's
+    processors' ``on_end`` (the batch processor's queue and, at the flush,
+    the export): what any instrumentation pays per span."""
+    import random
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    provider: Any = trace.get_tracer_provider()
+    if not hasattr(provider, "_active_span_processor"):  # untraced: no SDK, nothing to floor
+        return _timed(lambda i: None, [(i,) for i in range(n)], flush)
+    on_end = provider._active_span_processor.on_end
+    parent = trace.SpanContext(1, 2, False, trace.TraceFlags(1))
+    bits = random.getrandbits
+    attrs = {"db.system.name": "hrm-memory", "db.operation.name": "write", "db.collection.name": "focus.fast"}
+
+    def one(i: int) -> None:
+        ctx = trace.SpanContext(parent.trace_id, bits(64), False, parent.trace_flags)
+        on_end(ReadableSpan(name="memory.write", context=ctx, parent=parent, attributes=attrs, start_time=i,
+                            end_time=i + 1))  # fmt: skip
+
+    return _timed(one, [(i,) for i in range(n)], flush)
 
 
 def worker(mode: str, n: int, rows: list[str], only_ops: int | None = None) -> dict[str, Any]:
@@ -412,7 +447,7 @@ def instructions(n: int, rows: list[str]) -> str:
         "| op | untraced | traced (global SDK, batch) | added |",
         "|---|---|---|---|",
     ]
-    labels = {r[0]: r[1] for r in ROWS}
+    labels = {r[0]: r[1] for r in ROWS + FLOOR_ROWS}
     for row in rows:
         u, t = per[("untraced", row)], per[("traced", row)]
         lines.append(f"| {labels[row]} | {u:,.0f} | {t:,.0f} | {t - u:+,.0f} |")
