@@ -283,14 +283,15 @@ def _sdk_floor(n: int, flush: Callable[[], object]) -> float:
     if not hasattr(provider, "_active_span_processor"):  # untraced: no SDK, nothing to floor
         return _timed(lambda i: None, [(i,) for i in range(n)], flush)
     on_end = provider._active_span_processor.on_end
+    resource = provider.resource  # (without it, each ReadableSpan would build a default Resource)
     parent = trace.SpanContext(1, 2, False, trace.TraceFlags(1))
     bits = random.getrandbits
     attrs = {"db.system.name": "hrm-memory", "db.operation.name": "write", "db.collection.name": "focus.fast"}
 
     def one(i: int) -> None:
         ctx = trace.SpanContext(parent.trace_id, bits(64), False, parent.trace_flags)
-        on_end(ReadableSpan(name="memory.write", context=ctx, parent=parent, attributes=attrs, start_time=i,
-                            end_time=i + 1))  # fmt: skip
+        on_end(ReadableSpan(name="memory.write", context=ctx, parent=parent, resource=resource, attributes=attrs,
+                            start_time=i, end_time=i + 1))  # fmt: skip
 
     return _timed(one, [(i,) for i in range(n)], flush)
 
