@@ -386,7 +386,31 @@ def difference(a: str, b: str) -> int:
     else:
         while end < la and not _cut(a, end):
             end += 1
-    return count(a[start:end]) - count(b[start : end - la + lb])
+    return _segment(a[start:end]) - _segment(b[start : end - la + lb])
+
+
+#: Counts of the middles :func:`difference` counted: records of one shape
+#: differ from their coded form in the same few places (``,"tags":["inbox``
+#: against ``,"t":["inbox``), so the same middles come back write after
+#: write. Bounded: emptied when full.
+#: Kept for one counter (emptied if the process-wide counter is rebuilt).
+_SEGMENTS: dict[str, int] = {}
+_SEGMENTS_MAX = 8192
+_segments_of: list[TokenCounter | None] = [None]
+
+
+def _segment(text: str) -> int:
+    counter = _counter or get_counter()
+    if counter is not _segments_of[0]:
+        _SEGMENTS.clear()
+        _segments_of[0] = counter
+    n = _SEGMENTS.get(text)
+    if n is None:
+        n = counter.count(text)
+        if len(_SEGMENTS) >= _SEGMENTS_MAX:
+            _SEGMENTS.clear()
+        _SEGMENTS[text] = n
+    return n
 
 
 def tokenizer_info() -> dict[str, Any]:
