@@ -299,6 +299,10 @@ def _sdk_floor(n: int, flush: Callable[[], object]) -> float:
 def worker(mode: str, n: int, rows: list[str], only_ops: int | None = None) -> dict[str, Any]:
     flush: Callable[[], object] = lambda: None  # noqa: E731
     exporter = None
+    if os.environ.get("BENCH_SEED_INLINE"):  # diagnosis: batches always finished on the caller's thread
+        from hrm_memory.tracing.sdk import Recorder
+
+        Recorder.SLOW = float("inf")
     if mode == "traced":
         provider, exporter = install_global_provider()
         flush = provider.force_flush
