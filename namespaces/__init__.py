@@ -23,6 +23,13 @@ def seed() -> list[NamespaceSpec]:
     return sorted(specs, key=lambda s: s.name)
 
 
+def _consent(spec: NamespaceSpec) -> str:
+    """The consent column: a hot namespace is never persisted, granted or not."""
+    if spec.consent is None:
+        return "-"
+    return f"{spec.consent} (hot: memory only either way)" if spec.tier == "hot" else spec.consent
+
+
 def table() -> str:
     """The seed namespaces as the Markdown table the README shows (a test
     keeps the two equal)."""
@@ -34,7 +41,7 @@ def table() -> str:
         ttl = "-" if s.ttl is None else f"{s.ttl / DAY:g} d"
         index = "-" if s.index is None else ", ".join(f"`{p}`" for p in s.index) + (f" ({s.kind})" if s.kind else "")
         rows.append(
-            f"| `{s.name}` | {s.tier} | {ttl} | {s.consent or '-'} | {s.codec or '-'} | {s.max_keys or '-'} | {index} |"
+            f"| `{s.name}` | {s.tier} | {ttl} | {_consent(s)} | {s.codec or '-'} | {s.max_keys or '-'} | {index} |"
         )
     return "\n".join(rows)
 

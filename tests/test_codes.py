@@ -4,6 +4,7 @@ bad declarations are refused (DESIGN.md, "Codes")."""
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,30 @@ class TestRoundTrip:
         assert codec.is_compact(packed)
         # what is stored is plain JSON: it survives the encoder unchanged
         assert exact(codec.expand(orjson.loads(exact(packed)))) == before
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def test_keeps_and_expands_nothing_tell_exactly_when_the_walk_changes_nothing(
+        self, name: str, data: st.DataObject
+    ) -> None:
+        """Issue 24: the write path stores a value as its own JSON when
+        ``keeps`` says compact() would not change it, and a read skips
+        expand() when ``expands_nothing`` says so: both decided on the bytes.
+        A True must be right (else a value would be stored or read wrongly);
+        a False is only a missed shortcut, allowed where the JSON holds a
+        name or code in the other role (a value code as a key, an alias as a
+        string) or an escaped quote before ``~``; any other value is kept."""
+        codec = CODECS[name]
+        value = data.draw(json_values(codec) | st.dictionaries(st.sampled_from(tricky_strings(codec)), st.integers(-(2**63), 2**63)))
+        raw = exact(value)
+        if codec.keeps(raw):
+            assert exact(codec.compact(value)) == raw
+        if codec.expands_nothing(raw):
+            assert exact(codec.expand(value)) == raw
+        names = {orjson.dumps(w)[1:-1] for w in tricky_strings(codec) if not w.startswith(ESCAPE)}
+        strings = set(re.findall(rb'"((?:[^"\\]|\\.)*)"', raw))
+        if b'"~' not in raw and not (strings & names):
+            assert codec.keeps(raw) and codec.expands_nothing(raw)
 
     def test_collisions(self, name: str) -> None:
         codec = CODECS[name]

@@ -349,3 +349,58 @@ def test_estimate_is_labelled_in_reports() -> None:
     row = Row("k", 1, None, None, 10, 5, 40, 20)
     text = format_report(Report("t", "a", "b", [row], row, info))
     assert "ESTIMATE" in text and "tiktoken is not installed" in text
+
+
+# -- issue 24: the difference of two counts, counting only where the texts differ ---------------
+
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: Characters that move o200k's pre-tokenizer: cases, digits, every white
+#: space it knows (and \x1c, which it does not), apostrophes of contractions,
+#: JSON punctuation, the codec's escape, a slash after punctuation.
+_TRICKY = "aAsStTdDmMlLrReEvV zZ019'\"_:,{}[]~/.\t\n\r\x0b\x0c\x1c-!é"
+
+
+_DENSE = " \t\n1a's"  # few characters: white space runs, digits and contractions meet often
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.text(alphabet=_TRICKY, max_size=40) | st.text(alphabet=_DENSE, max_size=24),
+    left=st.text(alphabet=_TRICKY, max_size=12) | st.text(alphabet=_DENSE, max_size=6),
+    right=st.text(alphabet=_TRICKY, max_size=12) | st.text(alphabet=_DENSE, max_size=6),
+    at=st.integers(min_value=0, max_value=40),
+    cut=st.integers(min_value=0, max_value=12),
+)
+@example(base=" 1 z", left="a", right="b ", at=0, cut=0)  # a cut after white space would count "b  " as one piece
+@example(base="'s done", left="it", right="they", at=0, cut=0)
+@example(base=" 12345 x", left="a", right="bb", at=0, cut=0)
+def test_difference_is_the_difference_of_the_exact_counts(base: str, left: str, right: str, at: int, cut: int) -> None:
+    """``tokens.difference(a, b)`` counts only the middle where two texts
+    differ; it must equal ``count(a) - count(b)`` for any two texts, however
+    the change sits among letters, digits, white space and contractions."""
+    _exact_or_skip()
+    at = min(at, len(base))
+    a = base[:at] + left + base[at + cut :]
+    b = base[:at] + right + base[at + cut :]
+    assert tokens.difference(a, b) == tokens.count(a) - tokens.count(b)
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_difference_on_values_and_their_coded_form(name: str, data: st.DataObject) -> None:
+    """What tokens_saved counts: a value's JSON and its compact form's."""
+    _exact_or_skip()
+    codec = CODECS[name]
+    words = sorted({*codec.aliases, *codec.aliases.values(), *codec.values, *codec.values.values(), "note", "x1"})
+    strings = st.sampled_from(words) | st.text(alphabet=_TRICKY, max_size=10)
+    scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | strings
+    value = data.draw(
+        st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(strings, inner, max_size=5),
+                     max_leaves=25)  # fmt: skip
+    )
+    readable = orjson.dumps(value).decode()
+    coded = orjson.dumps(codec.compact(value)).decode()
+    assert tokens.difference(readable, coded) == tokens.count(readable) - tokens.count(coded)

@@ -12,26 +12,35 @@ from typing import Any
 import orjson
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
 from hrm_memory.tracing.spans import INVALID_TRACE_ID
+from tests.helpers.global_tracing import global_provider
 
 CANARY = "CANARY-7f3a9c-do-not-trace"
 
 
-@pytest.fixture(params=["deferred", "api"])
+@pytest.fixture(params=["deferred", "api", "global"])
 def traced(request: pytest.FixtureRequest, root: Path) -> Iterator[tuple[MemoryManager, TracerProvider, InMemorySpanExporter]]:
+    """The two span paths with the provider passed in, and the standard
+    deployment (issue 24): the SDK set as the global provider with a
+    ``BatchSpanProcessor``, the manager built without ``tracer_provider=``."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     specs = [NamespaceSpec("t.warm", ttl=60.0), NamespaceSpec("t.hot", tier="hot")]
-    with MemoryManager(
-        root, tracer_provider=provider, namespaces=specs, deferred_spans=request.param == "deferred"
-    ) as mm:
-        yield mm, provider, exporter
+    if request.param == "global":
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        with global_provider(provider), MemoryManager(root, namespaces=specs) as mm:
+            yield mm, provider, exporter
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        with MemoryManager(
+            root, tracer_provider=provider, namespaces=specs, deferred_spans=request.param == "deferred"
+        ) as mm:
+            yield mm, provider, exporter
     provider.shutdown()
 
 
@@ -496,3 +505,101 @@ def test_untraced_trace_ids_differ_in_a_forked_child() -> None:
     mine = [spans.new_trace_id() for _ in range(3)]
     assert len(child) == 3 and not set(child) & set(mine)
     assert {c[:16] for c in child} != {m[:16] for m in mine}
+
+
+# -- issue 24: seed namespaces, the global provider, tokens_saved ------------------------------
+
+
+def _compact_bytes(codec: Any, value: Any) -> bytes:
+    return orjson.dumps(codec.compact(value))
+
+
+@pytest.mark.parametrize("namespace", ["focus.fast", "altitude.session", "altitude.patterns", "reasoning.strategies"])
+def test_seed_namespaces_under_the_global_provider_deliver_every_span_with_exact_tokens_saved(
+    root: Path, namespace: str
+) -> None:
+    """Under the standard set-up (global SDK provider, batch processor), each
+    write to a seed namespace has its span with the right ids, parent and
+    attributes; ``hrm.memory.tokens_saved`` is the exact o200k count of the
+    value as written minus that of its stored coded form: 0 for a value the
+    codec leaves as it is (stored as its own JSON), and > 0 for one it codes."""
+    from hrm_memory.core import tokens
+    from hrm_memory.namespaces import seed_codecs
+
+    hrm = namespace.split(".")[0]
+    codec = {c.name: c for c in seed_codecs()}[{"focus": "focus", "altitude": "altitude", "reasoning": "reasoning"}[hrm]]
+    coded = {
+        "focus": {"user_input_length": 142, "stance_used": "sensemaking", "to_stance": "execution", "note": "split it"},
+        "altitude": {"people": [{"relationship": "work_colleague", "tags": ["patent"]}], "first_mentioned": "2024"},
+        "reasoning": {"matched_intent": "plan", "recommendation": "decompose", "revision_needed": False, "n": 3},
+    }[hrm]
+    plain = {"id": 7, "agent": "focus", "text": "inbox lunch focus deadline", "score": 0.5, "labels": ["a", "b"]}
+    assert orjson.dumps(codec.compact(plain)) == orjson.dumps(plain) and codec.keeps(orjson.dumps(plain))
+    assert not codec.keeps(orjson.dumps(coded))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    caller = provider.get_tracer("caller")
+    with global_provider(provider), MemoryManager(root) as mm:
+        written = []
+        for i in range(600):  # more than a batch of records, finished on the caller's thread
+            value = coded if i % 3 == 0 else {**plain, "id": i}
+            with caller.start_as_current_span("turn") as turn:
+                tid = mm.write(namespace, f"k{i}", value)
+                assert mm.read(namespace, f"k{i}") == value
+                assert mm.read(namespace, f"k{i}", compact=True) == codec.compact(value)
+            written.append((f"k{i}", value, tid, turn.get_span_context()))
+        provider.force_flush()
+        got = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+        reads = [s for s in exporter.get_finished_spans() if s.name == "memory.read"]
+    provider.shutdown()
+    assert len(got) == 600 and len(reads) == 1200
+    by_key = {s.attributes["hrm.memory.key"]: s for s in got}
+    expected_saved = tokens.count(orjson.dumps(coded).decode()) - tokens.count(_compact_bytes(codec, coded).decode())
+    assert expected_saved > 0
+    ids = set()
+    for key, value, tid, parent in written:
+        span = by_key[key]
+        ctx = span.get_span_context()
+        assert "%032x" % ctx.trace_id == tid == "%032x" % parent.trace_id
+        assert span.parent is not None and span.parent.span_id == parent.span_id
+        ids.add(ctx.span_id)
+        attrs = span.attributes
+        assert attrs["db.collection.name"] == namespace and attrs["db.operation.name"] == "write"
+        assert attrs["hrm.memory.tokens_saved"] == (expected_saved if value is coded else 0)
+        assert attrs["hrm.memory.bytes"] == len(_compact_bytes(codec, value))
+    assert len(ids) == 600 and 0 not in ids
+
+
+def test_tokens_saved_is_counted_only_for_spans_the_sampler_keeps(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the SDK's default sampler, a write under a parent that was not
+    sampled makes no span, and its tokens are never counted (docs/tracing.md)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    counted: list[int] = []
+    real = TokensSaved.value
+
+    def value(self: TokensSaved) -> int:
+        counted.append(1)
+        return real(self)
+
+    monkeypatch.setattr(TokensSaved, "value", value)
+    coded = {"user_input_length": 3, "stance_used": "sensemaking"}
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    with global_provider(provider), MemoryManager(root) as mm:
+        for sampled in (False, True):
+            flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+            parent = SpanContext(0xABC + sampled, 0xDEF, is_remote=True, trace_flags=flags)
+            with trace.use_span(NonRecordingSpan(parent)):
+                for i in range(300):
+                    mm.write("focus.fast", f"k{i}", coded)
+            provider.force_flush()
+            assert len(counted) == (300 if sampled else 0)
+        writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+    provider.shutdown()
+    assert len(writes) == 300 and all(s.attributes["hrm.memory.tokens_saved"] > 0 for s in writes)

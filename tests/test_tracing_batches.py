@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,28 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.tracing import spans as tracing
 from hrm_memory.tracing.sdk import Recorder
+from tests.helpers.global_tracing import global_provider
 
 HOT = [NamespaceSpec("t.hot", tier="hot")]
+
+
+@pytest.fixture(params=["explicit", "global"])
+def open_manager(request: pytest.FixtureRequest) -> Any:
+    """A manager traced by ``provider``: passed as ``tracer_provider=``, or
+    (issue 24) set as OpenTelemetry's global provider with
+    ``trace.set_tracer_provider``, the manager built without it: the standard
+    deployment, which must behave the same."""
+
+    @contextmanager
+    def open_(root: Path, provider: TracerProvider) -> Iterator[MemoryManager]:
+        if request.param == "explicit":
+            with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+                yield mm
+        else:
+            with global_provider(provider), MemoryManager(root, namespaces=HOT) as mm:
+                yield mm
+
+    return open_
 
 
 class Threads(SpanProcessor):
@@ -50,7 +72,7 @@ def _wait_for(cond: Any, timeout: float = 5.0) -> bool:
 
 
 def test_a_full_batch_is_finished_on_the_callers_thread_and_the_tail_by_the_drainer(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+    open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(Recorder, "TICK", 0.3)  # the drainer does not step in while the loop runs
     seen = Threads()
@@ -58,7 +80,7 @@ def test_a_full_batch_is_finished_on_the_callers_thread_and_the_tail_by_the_drai
     provider.add_span_processor(seen)
     me = threading.get_ident()
     n = Recorder.BATCH + 44
-    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+    with open_manager(root, provider) as mm:
         for i in range(n):
             mm.write("t.hot", f"k{i}", i)
         # No flush: the batch was finished by the operation that filled it.
@@ -88,7 +110,9 @@ class SlowExporter(SpanExporter):
         return None
 
 
-def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(
+    open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(Recorder, "TICK", 0.3)
     exporter = SlowExporter()
     seen = Threads()
@@ -97,11 +121,14 @@ def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(root: Path, mon
     provider.add_span_processor(seen)
     me = threading.get_ident()
     n = 8 * Recorder.BATCH
-    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+    with open_manager(root, provider) as mm:
         for i in range(n):
             mm.write("t.hot", f"k{i}", i)
         rec = tracing._recorders[provider]
         assert not rec.inline  # three slow batches in a row: the drainer thread's from then on
+        # The drainer was woken; on a loaded machine it may not have run yet:
+        # give it the time (else force_flush below drains on this thread).
+        assert _wait_for(lambda: not rec.pending, timeout=30.0)
         provider.force_flush()
     assert len(exporter.spans) == n
     callers = [t for t, _ in seen.ended]
@@ -112,7 +139,7 @@ def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(root: Path, mon
 
 
 def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
-    root: Path, caplog: pytest.LogCaptureFixture
+    open_manager: Any, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     class Failing(SpanProcessor):
         def __init__(self) -> None:
@@ -132,7 +159,7 @@ def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
     provider.add_span_processor(failing)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     n = 3 * Recorder.BATCH + 7
-    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+    with open_manager(root, provider) as mm:
         for i in range(n):
             mm.write("t.hot", f"k{i}", i)  # never raises
             assert mm.read("t.hot", f"k{i}") == i
@@ -143,7 +170,9 @@ def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
     provider.shutdown()
 
 
-def test_a_batch_processor_drops_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_processor_drops_nothing(
+    open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A queue of ``Recorder.CHUNK`` spans, bursts whose tails the drainer
     finishes: the spans are handed on (force_flush) every ``Recorder.CHUNK``,
     tails included, so the queue never overflows; and the records reused
@@ -155,7 +184,7 @@ def test_a_batch_processor_drops_nothing(root: Path, monkeypatch: pytest.MonkeyP
         exporter, max_queue_size=Recorder.CHUNK, max_export_batch_size=Recorder.CHUNK, schedule_delay_millis=60_000
     ))  # fmt: skip
     n = 6_000
-    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+    with open_manager(root, provider) as mm:
         for i in range(n):
             if i % 2:
                 mm.write("t.hot", f"k{i % 500}", i)
@@ -178,7 +207,9 @@ def test_a_batch_processor_drops_nothing(root: Path, monkeypatch: pytest.MonkeyP
     provider.shutdown()
 
 
-def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(
+    open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Slow batches without a wait (CPU work, or this thread descheduled on a
     loaded machine) are not a network exporter: moving them to the drainer
     would save the caller nothing under the GIL."""
@@ -196,7 +227,7 @@ def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(root: Pat
     provider.add_span_processor(seen)
     me = threading.get_ident()
     n = 5 * Recorder.BATCH
-    with MemoryManager(root, tracer_provider=provider, namespaces=HOT) as mm:
+    with open_manager(root, provider) as mm:
         for i in range(n):
             mm.write("t.hot", f"k{i}", i)
         assert tracing._recorders[provider].inline

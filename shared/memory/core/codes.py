@@ -28,10 +28,12 @@ touched. Values already in compact form (the legacy ``people`` entries
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 from hrm_memory.core.errors import InvalidNamespace
 
@@ -67,6 +69,8 @@ class Codec:
     _key_in: dict[str, str] = field(init=False, repr=False, compare=False)
     _str_out: dict[str, str] = field(init=False, repr=False, compare=False)
     _str_in: dict[str, str] = field(init=False, repr=False, compare=False)
+    _out_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
+    _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -94,6 +98,10 @@ class Codec:
         set_(self, "_key_in", {a: n for n, a in aliases.items()})
         set_(self, "_str_out", {**{c: ESCAPE + c for c in values.values()}, **values})
         set_(self, "_str_in", {c: v for v, c in values.items()})
+        # What compact/expand would change, as the JSON strings (bytes between
+        # the quotes, escaped as orjson escapes them) that spell it: see keeps().
+        set_(self, "_out_names", frozenset(_json_inner(n) for n in (*self._key_out, *self._str_out)))
+        set_(self, "_in_names", frozenset(_json_inner(n) for n in (*self._key_in, *self._str_in)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -149,6 +157,24 @@ class Codec:
         Total: any JSON value is accepted (a stray leading ``~`` is dropped)."""
         return _expand(value, self._key_in, self._str_in)
 
+    def keeps(self, data: bytes) -> bool:
+        """True if :meth:`compact` returns the value unchanged (equal, same
+        types and key order) for the JSON value whose orjson encoding is
+        ``data``: no dict key or string of it has an alias or a code, is
+        one, or starts with ``~``. Decided on the bytes, in C: every key and
+        string of the value is a quoted JSON string of ``data``, spelled as
+        orjson spells that name, so a value that needs no code is recognised
+        without a walk (and its compact form is ``data`` itself). A ``"~``
+        inside a string (an escaped quote) only makes the answer False: the
+        caller then compacts the value, which is exact either way."""
+        return b'"~' not in data and self._out_names.isdisjoint(_json_strings(data))
+
+    def expands_nothing(self, data: bytes) -> bool:
+        """True if :meth:`expand` returns the value unchanged for the JSON
+        value encoded as ``data`` (see :meth:`keeps`): no key or string is an
+        alias or a code or starts with ``~``."""
+        return b'"~' not in data and self._in_names.isdisjoint(_json_strings(data))
+
     def is_compact(self, value: Any) -> bool:
         """True if ``value`` is exactly what :meth:`compact` produces for some
         value, i.e. it can be stored as it is (legacy data that is already compact)."""
@@ -163,6 +189,16 @@ class Codec:
         if found is None and code in self._str_in:
             found = entries.get(self._str_in[code])
         return found
+
+
+#: The quoted strings of a JSON document, as the bytes between the quotes
+#: (escapes kept): outside strings JSON has no quote, so each match starts
+#: at an opening quote and ends at its closing one.
+_json_strings: Callable[[bytes], list[bytes]] = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"').findall
+
+
+def _json_inner(name: str) -> bytes:
+    return orjson.dumps(name)[1:-1]
 
 
 # The two walkers are written out in full, not as one walker with a

@@ -299,6 +299,17 @@ class Core:
         codec = self.codec(spec)
         if codec is None:
             return data, 0
+        return self.compacted(spec, key, value, data, codec)
+
+    def compacted(self, spec: NamespaceSpec, key: str, value: Any, data: bytes, codec: Codec) -> tuple[bytes, Any]:
+        """``(stored bytes, tokens_saved)`` of a checked ``value`` encoded as
+        ``data`` in a namespace with ``codec``. A value with nothing to code
+        (:meth:`Codec.keeps`, decided on ``data``: the usual record) is
+        stored as ``data`` and saves 0 tokens, exactly, with no walk, no
+        second encoding and no tokenizer; else its compact form, and a
+        :class:`TokensSaved` counted when (and if) its span is finished."""
+        if codec.keeps(data):
+            return data, 0
         # The compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
         compact = values.kept(orjson.dumps(codec.compact(value)))
@@ -308,8 +319,17 @@ class Core:
 
     def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
         """A stored value as the caller asked for it: as written (readable), or coded."""
-        value = values.loads(stored.value)
-        return value if compact else self.expanded(spec, value)
+        return self.decoded(spec, stored.value, compact)
+
+    def decoded(self, spec: NamespaceSpec, data: bytes, compact: bool) -> Any:
+        """Stored bytes as the caller asked for them: as written, or coded. A
+        value with nothing to expand (:meth:`Codec.expands_nothing`, decided
+        on the bytes) is the decoded value itself: no walk."""
+        value = values.loads(data)
+        if compact:
+            return value
+        codec = self.codec(spec)
+        return value if codec is None or codec.expands_nothing(data) else codec.expand(value)
 
     def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
         """``value`` (stored coded) in its readable form: as written."""

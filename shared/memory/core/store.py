@@ -107,7 +107,9 @@ class Records:
             if entry is None:
                 return default, (None if span is None else self._read_attrs(spec, None))
             obj = entry[6]
-            if obj is not MISSING:  # a private copy of the stored form: copy its containers
+            if obj is not MISSING and not (compact and spec.codec is not None):
+                # A private copy of the value as written: copy its containers.
+                # (Coded, asked for: the stored bytes, below.)
                 plan = entry[7]
                 if plan is None:
                     value = obj  # a scalar
@@ -115,8 +117,6 @@ class Records:
                     value = clone(obj, plan)
                 else:  # a container of scalars: one C-level copy, no call of clone
                     value = list(obj) if type(obj) is tuple else obj.copy()
-                if not compact and spec.codec is not None:
-                    value = self.core.expanded(spec, value)
                 if span is None:
                     return value, None
                 # _read_attrs of the entry, spelled out (no Stored made for a span)
@@ -129,10 +129,9 @@ class Records:
         attrs = None if span is None else self._read_attrs(spec, stored)
         if stored is None:
             return default, attrs
-        value = values.loads(stored.value)
-        if not compact and spec.codec is not None:
-            value = self.core.expanded(spec, value)
-        return value, attrs
+        if spec.codec is None:
+            return values.loads(stored.value), attrs
+        return self.core.decoded(spec, stored.value, compact), attrs
 
     def _get_record(self, op: GetRecordOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
         namespace, key, compact = op
@@ -153,12 +152,19 @@ class Records:
             check_key(key, namespace)
         if scope is not None:
             self.core.may_write(scope, spec)
-        if spec.tier == "hot" and spec.codec is None:
-            # A hot record keeps a private copy of its value for reads (see _get).
+        if spec.tier == "hot":
+            # A hot record keeps a private copy of its value as written for
+            # reads (see _get); with a codec, its bytes are the coded form
+            # (what compact reads, query and context see), made only when
+            # the value has something to code.
             data, obj, plan = encode_snapshot(value, spec.max_value_bytes, spec.name, key)
             if spec.schema is not None:
                 self.schemas.validate(spec, key, value)
             saved: Any = 0
+            if spec.codec is not None:
+                codec = self.core.codec(spec)
+                assert codec is not None
+                data, saved = self.core.compacted(spec, key, value, data, codec)
             bus = self.bus
             with self.backend.lock(spec.name):
                 stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)

@@ -317,6 +317,102 @@ def count(text: str) -> int:
     return get_counter().count(text)
 
 
+# -- the difference of two counts, counting only where the texts differ ------------
+
+_DIGITS = frozenset("0123456789")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_SPACE = frozenset("\t\n\x0b\x0c\r ")  # white space as the tokenizer's regex reads it (ASCII)
+
+
+def _cut(text: str, i: int) -> bool:
+    """True if o200k_base's pre-tokenizer ends a piece between ``text[i-1]``
+    and ``text[i]`` (ASCII) whatever surrounds them, and ``text[i-1]`` is not
+    white space. From its split pattern: only the digit alternative
+    (``\\p{N}{1,3}``) takes digits, and only digits, so a piece never holds a
+    digit and a non-digit; a letter piece is letters after at most one
+    non-letter, then at most a contraction (``'s``...), so it ends after a
+    letter followed by anything but a letter or ``'``; and no alternative
+    looks behind, or more than one character ahead (``(?!\\S)``, which only
+    follows white space)."""
+    a = text[i - 1]
+    b = text[i]
+    if a in _DIGITS:
+        return b not in _DIGITS
+    if b in _DIGITS:
+        return a not in _SPACE
+    return a in _LETTERS and b not in _LETTERS and b != "'"
+
+
+def difference(a: str, b: str) -> int:
+    """``count(a) - count(b)``, exact, counting only the part where the two
+    texts differ: the usual case is a value and its coded form, alike but
+    for a few renamed keys and strings (``hrm.memory.tokens_saved``).
+
+    For ASCII text, the common prefix and suffix are cut back to positions
+    where the pre-tokenizer always ends a piece (:func:`_cut`), with both
+    characters at the cut common to the two texts: the pieces before the
+    first cut and after the second are then the same pieces in both (the
+    split runs left to right, looking at most one character ahead), and so
+    are their tokens; only the middles are counted. Other text is counted
+    whole."""
+    if a == b:
+        return 0
+    if not (a.isascii() and b.isascii()):
+        return count(a) - count(b)
+    la, lb = len(a), len(b)
+    n = la if la < lb else lb
+    lo, hi = 0, n  # the longest common prefix, by halving (each step one C-level compare)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    common = lo
+    lo, hi = 0, n - common  # the longest common suffix not overlapping it
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[la - mid :] == b[lb - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    tail = lo
+    start = common - 1 if common > 0 else 0  # text[start] and text[start-1] are common
+    while start > 0 and not _cut(a, start):
+        start -= 1
+    end = la - tail + 1  # text[end-1] and text[end] are in the common suffix
+    if end >= la:
+        end = la
+    else:
+        while end < la and not _cut(a, end):
+            end += 1
+    return _segment(a[start:end]) - _segment(b[start : end - la + lb])
+
+
+#: Counts of the middles :func:`difference` counted: records of one shape
+#: differ from their coded form in the same few places (``,"tags":["inbox``
+#: against ``,"t":["inbox``), so the same middles come back write after
+#: write. Bounded: emptied when full.
+#: Kept for one counter (emptied if the process-wide counter is rebuilt).
+_SEGMENTS: dict[str, int] = {}
+_SEGMENTS_MAX = 8192
+_segments_of: list[TokenCounter | None] = [None]
+
+
+def _segment(text: str) -> int:
+    counter = _counter or get_counter()
+    if counter is not _segments_of[0]:
+        _SEGMENTS.clear()
+        _segments_of[0] = counter
+    n = _SEGMENTS.get(text)
+    if n is None:
+        n = counter.count(text)
+        if len(_SEGMENTS) >= _SEGMENTS_MAX:
+            _SEGMENTS.clear()
+        _SEGMENTS[text] = n
+    return n
+
+
 def tokenizer_info() -> dict[str, Any]:
     """Which counter is in use: ``counter`` ("exact"/"estimate"), ``encoding``,
     ``engine`` (tiktoken version), ``vocab_path``, ``vocab_sha256`` and, for the
@@ -331,6 +427,7 @@ __all__ = [
     "PinnedEncoding",
     "TokenCounter",
     "count",
+    "difference",
     "default_vocab_path",
     "estimate",
     "get_counter",

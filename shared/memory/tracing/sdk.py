@@ -98,7 +98,14 @@ _DEFAULT_STATE = trace.DEFAULT_TRACE_STATE
 class TokensSaved:
     """A span attribute computed when the span is finished, not when the
     operation runs: tokens of the readable form minus tokens of the stored
-    compact form, counted with the real tokenizer (:mod:`hrm_memory.core.tokens`)."""
+    compact form, counted with the real tokenizer (:mod:`hrm_memory.core.tokens`).
+
+    Made only for a write whose value the codec changes: a value with
+    nothing to code is stored as its own JSON and its attribute is the int
+    0 (exact, no tokenizer; ``Core.compacted``). Counted only for a span
+    that is kept: with the SDK's default sampler, a span dropped because
+    its parent was not sampled is never counted (a custom sampler is given
+    the counted attribute, as exported)."""
 
     __slots__ = ("readable", "stored")
 
@@ -109,7 +116,7 @@ class TokensSaved:
     def value(self) -> int:
         from hrm_memory.core import tokens
 
-        return tokens.count(self.readable.decode()) - tokens.count(self.stored.decode())
+        return tokens.difference(self.readable.decode(), self.stored.decode())
 
 
 def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
@@ -392,10 +399,6 @@ class Recorder:
                     a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
                 if attrs:
                     a.update(attrs)
-            if attrs:
-                saved = a.get("hrm.memory.tokens_saved")
-                if saved is not None and type(saved) is TokensSaved:
-                    a["hrm.memory.tokens_saved"] = saved.value()
             if not tid:
                 tid = (bits(128) or 1) if bits is not None else new_trace_id()
             flags = _SAMPLED
@@ -405,8 +408,16 @@ class Recorder:
                 elif parent.trace_flags.sampled:
                     state = parent.trace_state
                 else:
-                    continue
+                    continue  # dropped: its tokens are never counted
+                if attrs:
+                    saved = a.get("hrm.memory.tokens_saved")
+                    if saved is not None and type(saved) is TokensSaved:
+                        a["hrm.memory.tokens_saved"] = saved.value()
             else:
+                if attrs:  # the sampler sees the attributes as exported
+                    saved = a.get("hrm.memory.tokens_saved")
+                    if saved is not None and type(saved) is TokensSaved:
+                        a["hrm.memory.tokens_saved"] = saved.value()
                 if parent is not last_parent:
                     last_parent = parent
                     parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
