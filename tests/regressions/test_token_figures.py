@@ -20,6 +20,7 @@ import pytest
 from hrm_memory.cli.main import main
 from hrm_memory.core.tokens import get_counter
 from hrm_memory.migration.doc import figures_line
+from hrm_memory.migration.engine import plan
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = REPO.parent / "shared" / "legacy" / "data"
@@ -79,6 +80,11 @@ def test_docs_figures_are_the_commands_figures() -> None:
     doc = (REPO / "docs" / "migration.md").read_text()
     line = figures_line(REAL)
     assert line in doc, f"regenerate: python -m hrm_memory.migration.doc --figures ../shared/legacy/data\n{line}"
+    total = plan(REAL, tokens=True).by_kind()[-1]
+    readme = " ".join((REPO / "README.md").read_text().split())
+    said = (f"{total['stored_bytes']:,} stored bytes and {total['tokens_after']:,} tokens "
+            f"against {total['tokens_before']:,}")
+    assert said in readme, f"README's tokens --legacy figures: {said}"
 
 
 def refusal(capsys: pytest.CaptureFixture[str], root: Path, folder: Path) -> tuple[str, str]:
