@@ -42,7 +42,6 @@ from hrm_memory import (
     InvalidNamespace,
     InvalidValue,
     MemoryManager,
-    MemoryStoreError,
     Record,
 )
 from hrm_memory.core import values
