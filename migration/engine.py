@@ -36,19 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 from hrm_memory import (
     BadInput,
-    CodecRegistry,
     InvalidKey,
     InvalidNamespace,
     InvalidValue,
     MemoryManager,
-    MemoryStoreError,
     Record,
 )
 from hrm_memory.core import values
-from hrm_memory.namespaces import seed_codecs
 from hrm_memory.core.spec import NamespaceSpec
 
 from . import manifest
@@ -59,6 +55,7 @@ from .consent import (
     consent_changes,
     legacy_consent,
 )
+from .figures import stored_json, would_store
 from .files import default_format, inside, safe_rel, write_file
 from .formats import Decoded, render
 from .inventory import (
@@ -123,7 +120,7 @@ class Current:
 
     @property
     def stored(self) -> bytes:
-        return orjson.dumps(self.record.value)
+        return stored_json(self.record.value)
 
     @property
     def digest(self) -> str:
@@ -181,7 +178,7 @@ def plan(
         problem = _target_problem(f, decoded.value, known)
         f.extra["problem"] = problem
         if f.place and not problem:
-            stored = _compact_bytes(known.get(f.place.namespace), decoded.value)
+            stored = would_store(known.get(f.place.namespace), decoded.value)
             f.extra["stored_size"] = len(stored)
             if report.counter is not None:
                 f.extra["tokens_after"] = report.counter.count(stored.decode("utf-8"))
@@ -215,16 +212,6 @@ def _consent_of(specs: dict[str, NamespaceSpec], namespace: str | None) -> str |
     """The consent category gating ``namespace`` (None: not gated)."""
     spec = specs.get(namespace) if namespace else None
     return spec.consent if spec is not None else None
-
-
-def _compact_bytes(spec: NamespaceSpec | None, value: Any) -> bytes:
-    """What the store would hold for ``value``: its codec's compact form
-    (plan has no store to ask; without a usable codec, the value itself)."""
-    try:
-        codec = CodecRegistry(seed_codecs()).for_spec(spec.codec) if spec is not None and spec.codec else None
-    except (ImportError, MemoryStoreError):
-        codec = None
-    return orjson.dumps(codec.compact(value) if codec is not None else value)
 
 
 def _target_problem(f: LegacyFile, value: Any, specs: dict[str, NamespaceSpec]) -> str | None:
@@ -377,7 +364,8 @@ def _execute(report: Report, mm: MemoryManager, step: Step, root: Path) -> None:
         if f.place is not None:
             if step.write_record:
                 mm.write(f.place.namespace, f.place.key, value, imported=True)
-            rec = mm.get_record(f.place.namespace, f.place.key)
+            # The stored (compact) form: what the token columns count (figures.AFTER).
+            rec = mm.get_record(f.place.namespace, f.place.key, compact=True)
         if step.write_entry:
             manifest.write_entry(mm, Entry.of(f, rec.version if rec is not None else None, data), step.category)
     except LegacyChanged as exc:
@@ -422,10 +410,11 @@ def file_bytes(mm: MemoryManager, entry: Entry) -> tuple[bytes | None, str, Curr
 
 
 def _stored(rec: Record | Current | None) -> bytes | None:
-    """The record's stored (compact) JSON, for the token columns."""
+    """The record's stored (compact) JSON, for the token columns
+    (:data:`~migration.figures.AFTER`); ``rec`` must be read with ``compact=True``."""
     if isinstance(rec, Current):
         return rec.stored
-    return orjson.dumps(rec.value) if rec is not None else None
+    return stored_json(rec.value) if rec is not None else None
 
 
 def _category_of_private(namespace: str | None) -> str | None:
@@ -490,7 +479,8 @@ def _export_new_records(report: Report, mm: MemoryManager, base: Path, known: se
             write_file(base / safe_rel(rel), data)
             note = "created after import; written in the default legacy format"
             report.warnings.append(f"{rel}: {note}")
-            report.add(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, _stored(rec)))
+            stored = _stored(mm.get_record(ns, rec.key, compact=True))  # the stored form, as every report counts it
+            report.add(Row(rel, kind, ns, rec.key, len(data), "", "written (new)", [], note, data, stored))
 
 
 # -- verify ----------------------------------------------------------------------------

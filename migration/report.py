@@ -16,6 +16,7 @@ from typing import Any
 from hrm_memory.cli.textfmt import table as _table
 
 from .anomalies import Anomaly
+from .figures import AFTER
 
 
 @dataclass
@@ -107,8 +108,7 @@ class Report:
         self.counter = counter
         self.tokenizer = dict(counter.info)
         self.tokens_note = (
-            f"tokens: {counter.info['counter']} {counter.info['encoding']}; before = the legacy file's text, "
-            "after = the record as stored (compact JSON)"
+            f"tokens: {counter.info['counter']} {counter.info['encoding']}; before = the legacy file's text; {AFTER}"
         )
         return True
 

@@ -334,7 +334,7 @@ def test_cli_legacy_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(_parse(["tokens", "--legacy", str(tmp_path / "nope")])) == 2
-    assert "not found" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err  # migrate's check_root and message
 
 
 def test_cli_store(mm: MemoryManager, capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,8 +121,8 @@ def test_tokens_legacy_reports_a_file_it_cannot_read(tmp_path: Path) -> None:
     """Decision: a legacy file that is not UTF-8 (or a .json file that is not
     JSON) is reported by name and the command exits 2; --help says so."""
     legacy = tmp_path / "legacy"
-    (legacy / "the_assist").mkdir(parents=True)
-    (legacy / "the_assist" / "fine.json").write_bytes(b'{"a": 1}')
+    (legacy / "the_assist" / "feedback").mkdir(parents=True)
+    (legacy / "the_assist" / "feedback" / "log.json").write_bytes(b'{"a": 1}')  # a legacy file: the folder is accepted
     (legacy / "the_assist" / "bad.json").write_bytes(b'{"a": "\xff\xfe"}')
     p = script("--root", str(tmp_path / "store"), "tokens", "--legacy", str(legacy))
     no_traceback(p)

@@ -42,7 +42,9 @@ from hrm_memory.cli.textfmt import dump_json as _dump
 _TOKENS_LEGACY_NOTE = (
     "With --legacy DIR every file must be UTF-8 text and every .json file valid JSON: "
     "the first one that is not is reported by name and the command exits 2 without a "
-    "report (a skipped file would make the totals wrong)."
+    "report (a skipped file would make the totals wrong). DIR is the folder holding the_assist/ "
+    "and locked_system/; another folder is refused as migrate refuses it. The compact figures "
+    "are the records migrate stores (the same as migrate plan/apply/verify report)."
 )
 
 
