@@ -79,7 +79,7 @@ def erase_file(backend: FileBackend, namespace: str, key: str) -> Erased:
             backend.delete(namespace, key, _now_us())
             out["warm"] = 1
         if (backend.root / "warm" / namespace).is_dir():
-            backend.warm.compact(namespace)
+            backend.warm.compact(namespace, forget=frozenset({key}))  # its tombstone goes too: no line names it
             for temp in (backend.root / "warm" / namespace).glob(".*.compact"):
                 temp.unlink(missing_ok=True)
         backend.cache.discard((namespace, key))

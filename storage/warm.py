@@ -297,10 +297,12 @@ class WarmTier:
     def check(self, fix: bool = False) -> list[Finding]:
         return self.checker.check(fix)
 
-    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False) -> int:
+    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False,
+                forget: frozenset[str] = frozenset()) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed.
-        ``drop_deleted`` (a purge): tombstones go too, so no key stays."""
-        return self.upkeep.compact(namespace, drop_deleted=drop_deleted)
+        ``drop_deleted`` (a purge): tombstones go too, so no key stays;
+        ``forget``: the tombstones of these keys go."""
+        return self.upkeep.compact(namespace, drop_deleted=drop_deleted, forget=forget)
 
     # _maybe_compact stays here, not in warm_upkeep.py: it reads this module's
     # COMPACT_MIN_GARBAGE at call time, which tests patch.

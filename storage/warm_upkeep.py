@@ -42,9 +42,11 @@ class Upkeep:
         self.notes = notes
         self.locks = locks
 
-    def compact_bucket(self, namespace: str, b: Bucket, *, wait: bool = True, drop_deleted: bool = False) -> int:
+    def compact_bucket(self, namespace: str, b: Bucket, *, wait: bool = True, drop_deleted: bool = False,
+                       forget: frozenset[str] = frozenset()) -> int:
         """Rewrite ``b`` with only its current lines; return the bytes reclaimed.
-        ``drop_deleted`` (a purge): tombstones go too, so no key stays.
+        ``drop_deleted`` (a purge): tombstones go too, so no key stays;
+        ``forget``: the tombstones of these keys go (``forget()``).
 
         Damaged lines are copied to ``quarantine/`` first. Runs under the
         namespace's cross-process lock whatever the locking mode, so two
@@ -85,7 +87,7 @@ class Upkeep:
                 try:
                     chunks = []
                     for k, e in live:
-                        if e[0] == "x" or (drop_deleted and e[0] == "d"):
+                        if e[0] == "x" or (e[0] == "d" and (drop_deleted or k in forget)):
                             continue
                         line = os.pread(fd, e[5], e[4])
                         chunks.append(b"\n" + line + b"\n")
@@ -215,12 +217,13 @@ class Upkeep:
                     pass
         return recovered
 
-    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False) -> int:
+    def compact(self, namespace: str | None = None, *, drop_deleted: bool = False,
+                forget: frozenset[str] = frozenset()) -> int:
         """Compact every bucket (of one namespace); return the bytes reclaimed."""
         total = 0
         for ns in [namespace] if namespace else self.files.namespaces():
             for b in self.files.buckets_of(ns):
-                total += self.compact_bucket(ns, b, drop_deleted=drop_deleted)
+                total += self.compact_bucket(ns, b, drop_deleted=drop_deleted, forget=forget)
         return total
 
 

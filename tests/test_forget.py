@@ -97,6 +97,7 @@ def test_forget_leaves_no_byte_of_the_canary_in_any_file(tmp_path: Path) -> None
         assert _files_holding(root, canary.encode()) == []
         assert _files_holding(root / "events", key.encode()) == []
         assert _files_holding(root / "index", key.encode()) == []
+        assert _files_holding(root / "warm" / NS, key.encode()) == []  # no tombstone names it either
         _check_survivors(mm, key, canary)
     with MemoryManager(root) as mm:  # and after a reopen
         _check_survivors(mm, key, canary)
