@@ -362,7 +362,7 @@ def _as_redis(exc: Exception) -> RedisError:
 # -- the change log on a cluster ------------------------------------------------------
 
 _CURSOR = "n1:"
-_NS = re.compile(r"\A[a-z][a-z0-9_.]{0,140}\Z")
+_NS = re.compile(r"\A_?[a-z][a-z0-9_.]{0,140}\Z")  # "_h.<ns>": a namespace's kept history (history/keeper.py)
 
 
 def encode_cursor(pos: dict[str, str]) -> str:
