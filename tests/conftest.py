@@ -15,11 +15,30 @@ from hypothesis import settings
 from hrm_memory import MemoryManager
 
 # A failure anywhere (CI included) prints the @reproduce_failure blob next to
-# the falsifying example, and pytest's header names the run's seed
-# ("hypothesis profile ... -> ..."; rerun with --hypothesis-seed=N). Tests keep
-# their own max_examples/deadline; only reporting is set here.
+# the falsifying example, and every run ends with its Hypothesis seed
+# ("hypothesis seed: N"; replay the run with --hypothesis-seed=N). Tests keep
+# their own max_examples/deadline; only reporting and the seed are set here.
 settings.register_profile("hrm", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "hrm"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Give every run a Hypothesis seed it states, so a red run is replayable:
+    a fresh one each run (the suite keeps exploring) unless --hypothesis-seed
+    or HRM_TEST_SEED names one."""
+    if config.getoption("hypothesis_seed", None) is None:
+        chosen = os.environ.get("HRM_TEST_SEED") or str(int.from_bytes(os.urandom(4), "big"))
+        config.option.hypothesis_seed = chosen
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis seed: {config.getoption('hypothesis_seed')}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    seed = config.getoption("hypothesis_seed")
+    terminalreporter.write_line(f"hypothesis seed: {seed} (replay: pytest --hypothesis-seed={seed})")
 
 REPO = Path(__file__).resolve().parent.parent
 LEGACY = REPO.parent / "shared" / "legacy"
