@@ -104,7 +104,7 @@ def main() -> None:
             mn, mb = statistics.median(new), statistics.median(base)
             noise = max(abs(x / m - 1) for xs, m in ((new, mn), (base, mb)) for x in xs)
             rows.append({"mode": mode, "op": op, "base": mb, "new": mn, "ratio": mn / mb, "noise": noise})
-    print(f"| tracing | operation | base ops/s | new ops/s | new / base | noise (max spread) |")
+    print("| tracing | operation | base ops/s | new ops/s | new / base | noise (max spread) |")
     print("|---|---|---|---|---|---|")
     for row in rows:
         print(

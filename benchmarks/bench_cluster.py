@@ -44,7 +44,7 @@ from hrm_memory import MemoryManager
 from tests.helpers.redis_cluster import RedisCluster, prefix_on_every_shard, run_failover, spread
 from tests.helpers.redis_server import RedisServer
 
-from .harness import OtherLoad, machine_info, make_record, md_table
+from .harness import OtherLoad, machine_info, make_record, md_table, release_together
 
 REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Issue 28: Redis Cluster (`benchmarks/bench_cluster.py`)"
@@ -79,17 +79,7 @@ def run_processes(url: str, namespaces: list[str], procs: int, n: int) -> dict[s
                          text=True)
         for i in range(procs)
     ]
-    for w in workers:
-        assert w.stdout is not None and w.stdout.readline().strip() == "READY"
-    for w in workers:
-        assert w.stdin is not None
-        w.stdin.write("go\n")
-        w.stdin.flush()
-    results = []
-    for w in workers:
-        out, _ = w.communicate(timeout=600)
-        assert w.returncode == 0
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = release_together(workers)
     rates = {}
     for phase, count in (("write", n), ("read", n), ("update", n // 5)):
         span = max(r[phase][1] for r in results) - min(r[phase][0] for r in results)

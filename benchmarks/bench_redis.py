@@ -33,7 +33,6 @@ restarted, and the acknowledged writes that are missing are counted.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -50,7 +49,8 @@ import redis
 from hrm_memory import MemoryManager, MemoryStoreError
 from tests.helpers.redis_server import RedisServer
 
-from .harness import OtherLoad, Stats, machine_info, make_key, make_record, md_table, percentile, time_calls
+from .harness import (OtherLoad, Stats, machine_info, make_key, make_record, md_table, percentile, release_together,
+                      time_calls)
 
 NS = "altitude.patterns"
 REPO = Path(__file__).resolve().parent.parent
@@ -153,34 +153,17 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def _start(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
-    """Wait for every worker's READY, release them together, collect their JSON lines."""
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    out = []
-    for p in procs:
-        text, _ = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError(f"worker failed: {text[-500:]}")
-        out.append(json.loads(text.strip().splitlines()[-1]))
-    return out
-
-
 def measure_processes(server: RedisServer, work: Path) -> dict[str, float]:
     """4 processes x 500 update(+1) on one key; two "hosts" (processes on
     different roots) writing 200 keys each, 5 ms apart, and receiving each
     other's events (poll interval 2 ms): delivery latency."""
     url = server.fresh_url()
-    phases = _start([_spawn("counter", url, "500") for _ in range(4)])
+    phases = release_together([_spawn("counter", url, "500") for _ in range(4)])
     with MemoryManager(None, backend=url) as mm:
         total = mm.read("focus.slow", "n")
     wall = max(p["t1"] for p in phases) - min(p["t0"] for p in phases)
     url = server.fresh_url()
-    hosts = _start([_spawn("host", url, str(work / "host-a"), "a", "200", "b"),
+    hosts = release_together([_spawn("host", url, str(work / "host-a"), "a", "200", "b"),
                     _spawn("host", url, str(work / "host-b"), "b", "200", "a")])
     lat = sorted(
         got[k] - sent[k]

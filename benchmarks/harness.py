@@ -4,6 +4,7 @@ machine description and markdown tables."""
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import platform
@@ -108,6 +109,25 @@ class Stats:
             statistics.median(r.p50_us for r in runs),
             statistics.median(r.p99_us for r in runs),
         )
+
+
+def release_together(procs: Sequence[subprocess.Popen[str]], timeout: float = 600) -> list[Any]:
+    """Wait for every worker process's ``READY`` line, release them at once
+    (a ``go`` line on each stdin), and return each one's last stdout line as
+    JSON. A worker that fails raises, with the end of its output."""
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    out = []
+    for p in procs:
+        text, _ = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"worker failed: {text[-500:]}")
+        out.append(json.loads(text.strip().splitlines()[-1]))
+    return out
 
 
 def percentile(sorted_samples: Sequence[float], q: float) -> float:

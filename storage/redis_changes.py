@@ -31,6 +31,7 @@ import re
 import secrets
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -65,6 +66,31 @@ def _before(entry_id: str) -> str:
     return f"{ms}-{seq - 1}" if seq else f"{ms - 1}-{2**64 - 1}" if ms else "0-0"
 
 
+class Outage:
+    """What a polled change log says about Redis going away and coming back:
+    one warning when a poll first finds it unavailable, one when a poll finds
+    it back, nothing on the polls between (subscribers poll every few
+    milliseconds). ``where`` names the server as shown to people (no password)."""
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self.down = False  # the last poll found Redis unavailable
+
+    def poll(self, probe: Callable[[], bool]) -> bool:
+        """``probe()``, or False while Redis is unavailable."""
+        try:
+            found = probe()
+        except BackendUnavailable as exc:
+            if not self.down:
+                self.down = True
+                log.warning("change log: %s; events from other processes resume when it is back", exc)
+            return False
+        if self.down:
+            self.down = False
+            log.warning("change log: %s is back; delivering what was missed", self._where)
+        return found
+
+
 class RedisChangeLog:
     """Implements :class:`hrm_memory.core.backend.ChangeLog` on a Redis stream. Thread-safe."""
 
@@ -79,7 +105,7 @@ class RedisChangeLog:
         self._rename()
         self._pending = threading.local()
         self.gaps = 0  # changes that could not be logged
-        self._down = False  # the last poll found Redis unavailable
+        self._outage = Outage(f"Redis at {shown}")
 
     def _rename(self) -> None:
         self._pid = os.getpid()
@@ -158,17 +184,7 @@ class RedisChangeLog:
         every poll); the next poll after the server is back finds what was
         added meanwhile."""
         parse_id(cursor)
-        try:
-            found = bool(self._run_read(cursor, "+", 1))
-        except BackendUnavailable as exc:
-            if not self._down:
-                self._down = True
-                log.warning("change log: %s; events from other processes resume when it is back", exc)
-            return False
-        if self._down:
-            self._down = False
-            log.warning("change log: Redis at %s is back; delivering what was missed", self._shown)
-        return found
+        return self._outage.poll(lambda: bool(self._run_read(cursor, "+", 1)))
 
     def read(self, cursor: str, upto: str | None = None, *, skip_own: bool = True) -> tuple[list[Event], str]:
         parse_id(cursor)

@@ -39,7 +39,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from .redis_changes import RedisChangeLog, _before, parse_id
+from .redis_changes import Outage, RedisChangeLog, _before, parse_id
 from .redis_url import any_scheme_of, normalized, redact, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
@@ -402,7 +402,7 @@ class ClusterChangeLog:
         self.maxlen = maxlen
         self._shown = shown
         self._w = RedisChangeLog(client, "", maxlen, shown)  # entry format, writer token, pending set
-        self._down = False
+        self._outage = Outage(f"Redis Cluster at {shown}")
 
     @property
     def token(self) -> str:
@@ -476,17 +476,7 @@ class ClusterChangeLog:
 
     def changed(self, cursor: str) -> bool:
         pos = decode_cursor(cursor)
-        try:
-            found = bool(self._fresh(pos))
-        except BackendUnavailable as exc:
-            if not self._down:
-                self._down = True
-                log.warning("change log: %s; events from other processes resume when it is back", exc)
-            return False
-        if self._down:
-            self._down = False
-            log.warning("change log: Redis Cluster at %s is back; delivering what was missed", self._shown)
-        return found
+        return self._outage.poll(lambda: bool(self._fresh(pos)))
 
     def _run_read(self, namespace: str, start: str, end: str) -> list[Any]:
         try:

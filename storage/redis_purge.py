@@ -28,51 +28,51 @@ from hrm_memory.core.errors import StorageError
 
 BATCH = 500
 
-#: KEYS: stream, copy. ARGV: exclusive start ('' = from the first entry),
-#: count, namespace. Copies up to count entries not of the namespace; returns
-#: {last id looked at ('' if none), entries left out}.
-_COPY = """
-local start = ARGV[1] == '' and '-' or '(' .. ARGV[1]
-local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[2]))
-local dropped = 0
-for _, e in ipairs(entries) do
-  local fields, mine = e[2], false
-  for i = 1, #fields, 2 do
-    if fields[i] == 'e' then
-      local ok, doc = pcall(cjson.decode, fields[i + 1])
-      mine = ok and type(doc) == 'table' and doc[3] == ARGV[3]
+#: Lua, the part both scripts share: copy the entries of the stream KEYS[1]
+#: after ARGV[1] (exclusive; '' = from the first entry), at most ``count`` of
+#: them (nil: all), into KEYS[2], leaving out the entries of namespace ``ns``.
+#: Returns the entries looked at and how many were left out.
+_COPY_BUT = """
+local function copy_but(ns, count)
+  local start = ARGV[1] == '' and '-' or '(' .. ARGV[1]
+  local entries
+  if count then entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', count)
+  else entries = redis.call('XRANGE', KEYS[1], start, '+') end
+  local dropped = 0
+  for _, e in ipairs(entries) do
+    local fields, mine = e[2], false
+    for i = 1, #fields, 2 do
+      if fields[i] == 'e' then
+        local ok, doc = pcall(cjson.decode, fields[i + 1])
+        mine = ok and type(doc) == 'table' and doc[3] == ns
+      end
     end
+    if mine then dropped = dropped + 1 else redis.call('XADD', KEYS[2], e[1], unpack(fields)) end
   end
-  if mine then dropped = dropped + 1 else redis.call('XADD', KEYS[2], e[1], unpack(fields)) end
+  return entries, dropped
 end
+"""
+
+#: KEYS: stream, copy. ARGV: exclusive start, count, namespace. Copies up to
+#: count entries not of the namespace; returns {last id looked at ('' if
+#: none), entries left out}.
+_COPY = _COPY_BUT + """
+local entries, dropped = copy_but(ARGV[3], tonumber(ARGV[2]))
 if #entries == 0 then return {'', 0} end
 return {entries[#entries][1], dropped}
 """
 
 #: KEYS: stream, copy. ARGV: exclusive start, namespace. Copies the rest,
 #: carries the stream's ids and counters over, renames. Returns entries left out.
-_FINISH = """
+_FINISH = _COPY_BUT + """
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) return 0 end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local last, added, maxdel = '0-0', 0, '0-0'
+local last, added = '0-0', 0
 for i = 1, #info, 2 do
   if info[i] == 'last-generated-id' then last = info[i + 1]
-  elseif info[i] == 'entries-added' then added = info[i + 1]
-  elseif info[i] == 'max-deleted-entry-id' then maxdel = info[i + 1] end
+  elseif info[i] == 'entries-added' then added = info[i + 1] end
 end
-local start = ARGV[1] == '' and '-' or '(' .. ARGV[1]
-local entries = redis.call('XRANGE', KEYS[1], start, '+')
-local dropped, dropped_last = 0, nil
-for _, e in ipairs(entries) do
-  local fields, mine = e[2], false
-  for i = 1, #fields, 2 do
-    if fields[i] == 'e' then
-      local ok, doc = pcall(cjson.decode, fields[i + 1])
-      mine = ok and type(doc) == 'table' and doc[3] == ARGV[2]
-    end
-  end
-  if mine then dropped = dropped + 1 else redis.call('XADD', KEYS[2], e[1], unpack(fields)) end
-end
+local _, dropped = copy_but(ARGV[2], nil)
 if redis.call('EXISTS', KEYS[2]) == 0 then
   -- every entry went: an empty stream that still knows its last id
   redis.call('XADD', KEYS[2], last, 'e', '')

@@ -82,6 +82,15 @@ class Records:
             self.core.may_read(scope, namespace)
         return spec, (self.hot.get(namespace, key) if spec.tier == "hot" else self.core.lookup(spec, key))
 
+    def _writable(self, namespace: str, key: str, scope: str | None) -> NamespaceSpec:
+        """The spec of a namespace a key is changed in, the key checked and the
+        scope allowed to write there (update and delete; put spells it out)."""
+        spec = self.core.spec(namespace)
+        check_key(key, namespace)
+        if scope is not None:
+            self.core.may_write(scope, spec)
+        return spec
+
     @staticmethod
     def _read_attrs(spec: NamespaceSpec, stored: Stored | None) -> dict[str, Any]:
         return {
@@ -198,10 +207,7 @@ class Records:
         if not callable(fn):
             raise InvalidArgument(f"update() needs a function of the current value, not {type(fn).__name__}")
         trace_id = current_trace_id(span)
-        spec = self.core.spec(namespace)
-        check_key(key, namespace)
-        if scope is not None:
-            self.core.may_write(scope, spec)
+        spec = self._writable(namespace, key, scope)
         with self.backend.lock(spec.name):
             current = self.core.lookup(spec, key)
             new = fn(default if current is None else self.core.decode(spec, current, False))
@@ -225,10 +231,7 @@ class Records:
     def _delete(self, op: DeleteOp, scope: str | None, span: OpSpan | None) -> tuple[bool, Attrs]:
         namespace, key = op
         trace_id = current_trace_id(span)
-        spec = self.core.spec(namespace)
-        check_key(key, namespace)
-        if scope is not None:
-            self.core.may_write(scope, spec)
+        spec = self._writable(namespace, key, scope)
         with self.backend.lock(spec.name):
             old = None
             if spec.tier == "hot" or spec.consent is not None:
