@@ -112,15 +112,12 @@ class Stats:
 
 
 def release_together(procs: Sequence[subprocess.Popen[str]], timeout: float = 600) -> list[Any]:
-    """Wait for every worker process's ``READY`` line, release them at once
-    (a ``go`` line on each stdin), and return each one's last stdout line as
-    JSON. A worker that fails raises, with the end of its output."""
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
+    """Start worker processes at once (tests.helpers.mp_workers.release) and
+    return each one's last stdout line as JSON. A worker that fails raises,
+    with the end of its output."""
+    from tests.helpers.mp_workers import release
+
+    release(procs)
     out = []
     for p in procs:
         text, _ = p.communicate(timeout=timeout)

@@ -35,6 +35,7 @@ from hrm_memory import (
     NamespaceSpec,
 )
 from hrm_memory.storage.redis_backend import RedisBackend
+from tests.helpers.mp_workers import release
 from tests.helpers.redis_server import RedisServer, fresh_url, require_redis
 
 REPO = Path(__file__).resolve().parent.parent
@@ -257,19 +258,10 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _ready(procs: list[subprocess.Popen[str]]) -> None:
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-
-
 @pytest.mark.slow
 def test_four_processes_update_one_key_2000_times(url: str) -> None:
     procs = [_spawn("counter", url, "500") for _ in range(4)]
-    _ready(procs)
+    release(procs)
     phases = []
     for p in procs:
         out, _ = p.communicate(timeout=300)
@@ -287,7 +279,7 @@ def test_two_hosts_see_each_others_writes_and_events(tmp_path: Path, url: str) -
     n = 200
     a = _spawn("host", url, str(tmp_path / "host-a"), "a", str(n), "b")
     b = _spawn("host", url, str(tmp_path / "host-b"), "b", str(n), "a")
-    _ready([a, b])
+    release([a, b])
     results = {}
     for name, p in (("a", a), ("b", b)):
         out, _ = p.communicate(timeout=120)

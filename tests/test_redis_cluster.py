@@ -30,6 +30,7 @@ from hrm_memory import (
 from hrm_memory.storage.redis_cluster import decode_cursor, topology
 from hrm_memory.storage.redis_keys import KeyLayout
 
+from tests.helpers.mp_workers import release
 from tests.helpers.redis_cluster import (
     owner,
     prefix_on_every_shard,
@@ -227,12 +228,7 @@ def test_four_processes_update_one_key_on_the_cluster() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [subprocess.Popen([sys.executable, "-m", "tests.helpers.redis_server", "counter", url, "150"], cwd=REPO,
                               env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(4)]
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
+    release(procs)
     for p in procs:
         p.communicate(timeout=120)
         assert p.returncode == 0

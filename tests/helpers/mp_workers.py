@@ -355,6 +355,16 @@ def wait_ready(procs: Sequence[subprocess.Popen[str]]) -> None:
             raise AssertionError(f"worker did not start: {line!r}\n{err}")
 
 
+def release(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """Wait until every worker has printed READY, then start them at once
+    (a ``go`` line on each one's stdin)."""
+    wait_ready(procs)
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+
+
 def finish(p: subprocess.Popen[str], timeout: float = 120) -> str:
     out, err = p.communicate(timeout=timeout)
     assert p.returncode == 0, f"worker failed ({p.returncode}):\n{err}"
