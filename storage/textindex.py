@@ -73,6 +73,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', '
 #: records for a query with two such words; at 1M records, 2% is 20,000
 #: matches a word, ~12 ms of ranking, hence the cap).
 DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 200, 5000
+#: What one query may rank: its words' passage counts, summed. Ranking costs
+#: about a microsecond a matching passage (FTS5 reads each one's length from
+#: its own table), so past this the commonest of the words left are left out
+#: too, the rarest always kept: a query costs the same at 100k records as at
+#: 10M. A store under ~50k passages never reaches it (its words are capped
+#: at 2% each). A query left with one word in more passages than this (every
+#: word common) ranks the newest POSTINGS passages holding it.
+POSTINGS = 3000
 
 #: A record is indexed as passages (:func:`hrm_memory.recall.text.passages`),
 #: one FTS row each: row id ``(record id << PART_BITS) | passage number``.
@@ -91,12 +99,30 @@ BODY_WEIGHT, CTX_WEIGHT, NEAR_WEIGHT = 1.0, 0.4, 0.4
 _BM25 = f"bm25(fts, {BODY_WEIGHT}, {CTX_WEIGHT}, {NEAR_WEIGHT})"
 #: The text ranking a search starts from: the best passages by bm25, no filter.
 RANKED = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
+#: The same, over the passages from a row id on (a window of the newest).
+_RANKED_FROM = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY s LIMIT ?"
+#: The row id of the n-th newest passage a match finds (FTS5 walks a word's
+#: passages newest first without scoring them: ~0.1 us each).
+_NTH_NEWEST = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
 #: How many of the best matches a search ranks by text alone before
 #: filtering them, per row it returns, on its second try (the first takes
 #: :func:`first_probe`).
 PROBE = 8
 #: Query words whose stems a process remembers (a dict of short strings).
 STEM_CACHE = 50_000
+
+
+def _within_postings(terms: Sequence[str], freq: dict[str, int]) -> list[str]:
+    """``terms`` rarest first while their passage counts sum to at most
+    :data:`POSTINGS` (the rarest always), in their own order."""
+    chosen: set[str] = set()
+    total = 0
+    for t in sorted(terms, key=lambda t: (freq[t], t)):
+        if chosen and total + freq[t] > POSTINGS:
+            break
+        chosen.add(t)
+        total += freq[t]
+    return [t for t in terms if t in chosen]
 
 
 def first_probe(limit: int) -> int:
@@ -434,9 +460,13 @@ class TextIndex:
         since_us: int | None = None,
         prefix: str | None = None,
         text: bool = True,
+        newest: int | None = None,
     ) -> list[Row]:
         """The best ``limit`` rows matching the FTS5 expression ``match``
-        (with their indexed text unless ``text`` is false).
+        (with their indexed text unless ``text`` is false); with ``newest``,
+        ranked among the newest ``newest`` passages it matches (see
+        :meth:`window`), unless the filter passes too few of them: then among
+        all, as when the filter keeps few.
 
         Most searches filter little (every namespace a caller may read, the
         live tiers), so the best matches are ranked by FTS5 alone and only
@@ -453,13 +483,21 @@ class TextIndex:
             db = self._conn()
             db.execute("BEGIN")  # one snapshot for every statement
             try:
+                start = 0
+                if newest:
+                    nth = db.execute(_NTH_NEWEST, (match, newest - 1)).fetchone()
+                    start = nth[0] if nth else 0
                 for probe in (first_probe(limit), PROBE * limit, 0):
                     if not probe:  # the filter keeps few: join it in
+                        # (over every match: a window of the newest could hold none that passes)
                         rows = self._filtered(db, match, namespaces, cold, limit, kinds, since_us, prefix)
                         break
-                    best = db.execute(RANKED, (match, probe)).fetchall()
+                    if start:
+                        best = db.execute(_RANKED_FROM, (match, start, probe)).fetchall()
+                    else:
+                        best = db.execute(RANKED, (match, probe)).fetchall()
                     rows = self._passing(db, best, set(namespaces), cold, kinds, since_us, prefix)
-                    if len(rows) >= limit or len(best) < probe:
+                    if len(rows) >= limit or (len(best) < probe and not start):  # (a window ran out: all, below)
                         break
                 rows.sort(key=lambda r: (r.score, r.id))
                 del rows[limit:]
@@ -544,12 +582,27 @@ class TextIndex:
             freq = {t: df.get(stems.get(t, ""), 0) for t in terms}
             kept = [t for t in terms if freq[t] <= limit]
             if kept:
-                return kept
+                return _within_postings(kept, freq)
             rarest = min(terms, key=lambda t: (freq[t], t))
             # Every word is common; one in most documents ranks nothing, unless
             # the index is small enough to rank them all cheaply (a store of
             # notes that all say "apples" still answers "apples").
             return [rarest] if freq[rarest] <= 0.5 * top or top <= DF_CAP else []
+
+    def window(self, terms: Sequence[str]) -> int | None:
+        """How many of the newest passages a search for ``terms`` (as
+        :meth:`selective` left them) ranks: all (None) unless their passage
+        counts sum past :data:`POSTINGS` (only when a single common word is
+        left), then POSTINGS."""
+        if len(terms) != 1:
+            return None  # selective() kept them within POSTINGS
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return None
+            db = self._conn()
+            stems = self._stems(db, terms)
+            df = self._frequencies(db, set(stems.values()))
+            return POSTINGS if df.get(stems.get(terms[0], ""), 0) > POSTINGS else None
 
     def weights(self, terms: Sequence[str]) -> dict[str, float]:
         """How specific each of ``terms`` is here: its inverse document

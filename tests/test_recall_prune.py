@@ -5,6 +5,7 @@ and still finds what the rarer words point to."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall.search import Recall
@@ -127,3 +128,74 @@ def test_a_change_that_never_reached_the_log_is_found_by_the_reconcile(tmp_path:
         assert backend.keys("notes.text") == [("k", st.created_us, st.updated_us)]
         assert [h.key for h in third.recall("quokka", namespaces="notes.text")] == ["k"]
         assert third.recall("alpha", namespaces="notes.text") == []
+
+
+def _index_of(words_per_doc: list[str]) -> Any:
+    from hrm_memory.recall.index import Doc
+    from hrm_memory.storage.textindex import TextIndex
+
+    index = TextIndex(None)
+    index.apply([Doc("a.b", f"k{i:05d}", 1, i + 1, i + 1, "warm", None, 0.5, text, "") for i, text in
+                 enumerate(words_per_doc)], [])
+    return index
+
+
+def test_a_query_ranks_within_a_posting_budget_its_rarest_words_first(monkeypatch: Any) -> None:
+    """Ranking costs about a microsecond a matching passage: past POSTINGS
+    (the passage counts of a query's words, summed) the commonest words left
+    go too, the rarest always stays, the words keep their order."""
+    from hrm_memory.storage import textindex
+
+    texts = []
+    for i in range(1000):
+        words = [f"filler{i}"]
+        words += ["alpha"] if i < 150 else []
+        words += ["beta"] if 200 <= i < 300 else []
+        words += ["gamma"] if 400 <= i < 420 else []
+        words += ["delta"] if 500 <= i < 505 else []
+        texts.append(" ".join(words))
+    index = _index_of(texts)
+    try:
+        query = ["alpha", "beta", "gamma", "delta"]
+        assert index.selective(query) == query  # 275 passages: within the default budget
+        monkeypatch.setattr(textindex, "POSTINGS", 130)
+        assert index.selective(query) == ["beta", "gamma", "delta"]  # 5 + 20 + 100 fit, 150 more does not
+        monkeypatch.setattr(textindex, "POSTINGS", 24)
+        assert index.selective(query) == ["delta"]
+        monkeypatch.setattr(textindex, "POSTINGS", 1)
+        assert index.selective(query) == ["delta"]  # the rarest stays, whatever the budget
+        assert index.window(["delta"]) == 1
+        assert index.window(["gamma", "delta"]) is None
+    finally:
+        index.close()
+
+
+def test_a_query_left_with_one_common_word_ranks_its_newest_passages(monkeypatch: Any) -> None:
+    """A query whose every word is common keeps the rarest; when even that
+    one is in more passages than POSTINGS, the newest POSTINGS of them are
+    ranked (the cost stays bounded at any size), not the best of all: here
+    the oldest ones say it most often, yet only newer ones come back."""
+    from hrm_memory.storage import textindex
+
+    texts = [("omega " * (4 if i < 100 else 1) + f"filler{i}") if i % 2 == 0 else f"filler{i}" for i in range(1000)]
+    index = _index_of(texts)  # "omega" in 500 of 1,000 records: common, but not in half of them
+    try:
+        assert index.selective(["omega"]) == ["omega"]
+        assert index.window(["omega"]) is None  # 500 passages: within the default budget
+        everything = index.search('"omega"', ["a.b"], cold=False, limit=10)
+        assert all(int(r.key[1:]) < 100 for r in everything)  # ranked over all: the oldest say it most
+        monkeypatch.setattr(textindex, "POSTINGS", 60)
+        window = index.window(["omega"])
+        assert window == 60
+        newest = index.search('"omega"', ["a.b"], cold=False, limit=10, newest=window)
+        assert len(newest) == 10
+        # the 60 newest records holding it are the even ones from 880 on
+        assert all(int(r.key[1:]) >= 880 and int(r.key[1:]) % 2 == 0 for r in newest), [r.key for r in newest]
+        # A filter that passes too few of the window's passages: ranked over all
+        # of them (the slow path of any filter that keeps few), so an old
+        # record is still found.
+        old = index.search('"omega"', ["a.b"], cold=False, limit=10, newest=window, prefix="k001")
+        assert {r.key for r in old} >= {"k00100", "k00102", "k00104"}
+        assert all(r.key.startswith("k001") for r in old)
+    finally:
+        index.close()

@@ -178,7 +178,7 @@ class Recall:
                 continue
             match = rt.fts_query(selective)
             for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix,
-                                    text=False):
+                                    text=False, newest=index.window(selective)):
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
                     candidates[ref] = (row, session)
