@@ -133,8 +133,13 @@ def _order(e: Entry) -> tuple[int, tuple[Any, ...]]:
     the text: its line with its newline, or, for an entry that may join a
     run, ``count(" " + text)`` (a code of 3 tokens on a run line is a word,
     whatever its own line would cost)."""
-    it = _item(e)
-    return (it.cost if it.join is None else it.joined).bit_length(), e.rank
+    return _size_class(e.text, e.join is not None), e.rank
+
+
+@functools.lru_cache(maxsize=65536)
+def _size_class(text: str, joins: bool) -> int:
+    line, cost, _ = _prepared(text)
+    return (_cost_joined(line) if joins and _joinable(line) else cost).bit_length()
 
 
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
