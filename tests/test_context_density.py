@@ -137,6 +137,8 @@ def test_a_paragraph_of_low_weight_waits_for_what_the_sections_above_leave() -> 
     assert used <= 120
     assert "## Recent history" not in text and paragraph not in text
     assert text == fill([plan[0]], now, {}, 120)[0]  # now has the whole budget
+    history = next(f for f in figures if f.name == "history")
+    assert (history.shown, history.omitted, history.tokens) == (0, 1, 0)  # no header, no footer: counted here
     # and once now is whole, the paragraph gets what is left
     whole_now = fill([plan[0]], now, {}, 100_000)[1]
     text, used, _, _, _, _ = fill(plan, entries, {}, whole_now + 60)
