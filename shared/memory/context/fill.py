@@ -323,8 +323,8 @@ class _Sec:
         self.share = 0.0  # what the first pass may spend here (:func:`_shares`)
 
     def demand(self) -> int:
-        """What the whole pool costs laid out: the header, each line (an
-        entry of a run its share of it); near-duplicates not left out."""
+        """What the whole pool costs laid out: the header and every line (the
+        entries of a run on one line), near-duplicates counted as if shown."""
         runs: dict[Any, list[int]] = {}
         total = self.header_cost
         for i, it in enumerate(self.items):
