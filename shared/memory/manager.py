@@ -263,7 +263,8 @@ class Operations:
 
         Sections (now, goals and commitments, people, patterns and
         preferences, recent history, then a legend of the codes that appear)
-        take turns by weight, what one leaves going to the others; whole
+        share the budget by weight, what one does not need going to the
+        others and what is left to the higher priorities; whole
         entries only, dense lines (no bullets, no field names, codes of a
         field on one line); an entry that does not fit is skipped and
         counted in ``+N more``, and none left out would fit in what

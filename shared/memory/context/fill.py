@@ -4,10 +4,12 @@
 and a join key) and lays them out (:func:`_fill_uncached`):
 
 - **Order.** Each section's entries by size class (a word, a phrase, a
-  sentence, a paragraph: the power of two of their tokens), then rank.
-- **Shares, no stranding.** Sections take turns by weight (tokens used /
-  weight); one that runs out of entries drops out and what it leaves goes to
-  the others; an entry that does not fit is left out, the next may fit.
+  sentence, a paragraph: the power of two of the tokens each adds to the
+  text, an entry joining a run its ``" " + text``), then rank.
+- **Shares, no stranding.** Each section may spend its share of the budget:
+  its whole pool if that is less than its weight's part, else its weight's
+  part of what the others leave (:func:`_shares`); an entry that does not
+  fit is left out, the next may fit.
 - **Top-up.** The entries left out are tried again in priority order with
   the exact change each makes (its line or its share of a line, the header
   of an empty section, the footer's count): at the end no entry left out
@@ -127,21 +129,36 @@ def _order(e: Entry) -> tuple[int, tuple[Any, ...]]:
     """A section's order: by size class (tokens' power of two: a word, a
     phrase, a sentence, a paragraph), then rank. At a tight budget the
     entries that say a whole fact in a few tokens come first; within a class
-    the rank (newest, strongest) decides."""
-    return _prepared(e.text)[1].bit_length(), e.rank
+    the rank (newest, strongest) decides. The size is what the entry adds to
+    the text: its line with its newline, or, for an entry that may join a
+    run, ``count(" " + text)`` (a code of 3 tokens on a run line is a word,
+    whatever its own line would cost)."""
+    return _size_class(e.text, e.join is not None), e.rank
+
+
+@functools.lru_cache(maxsize=65536)
+def _size_class(text: str, joins: bool) -> int:
+    line, cost, _ = _prepared(text)
+    return (_cost_joined(line) if joins and _joinable(line) else cost).bit_length()
 
 
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
                    legend_map: dict[str, str], budget: int) -> _Filled:
     """The fill, in three passes over exact o200k costs.
 
-    1. **Shares.** The sections take entries in turn, each in its own rank
-       order, the next turn going to the section furthest below its weight
-       (tokens used / weight; ties to the earlier, higher-priority section).
-       An entry that does not fit is left out and the section goes on with
-       its next; a section with nothing left drops out, so what it does not
-       use goes to the others. While a section has entries it has not shown,
-       room for its ``+N more`` footer is kept.
+    1. **Shares.** Each section may spend its share (:func:`_shares`: its
+       weight's part of the budget, or its whole pool where that is less,
+       what it does not need split among the others). The sections take
+       entries in turn, each in its own order, the next turn going to the
+       section furthest below its weight (tokens used / weight; ties to the
+       earlier, higher-priority section), so a near-duplicate goes to the
+       section that reaches it first. An entry that would take its section
+       past its share, or the text past the budget, is left out and the
+       section goes on with its next. While a section has entries it has
+       not shown, room for its ``+N more`` footer is kept, inside its share.
+       A section of low weight whose entries are all larger than its share
+       shows none of them here: a paragraph of history does not push out
+       the last commitment.
     2. **Top-up.** With the footers now known, the entries left out are tried
        again in priority order (sections, then rank), each taken if the text
        with it, header, line and footer change counted, still fits: at the
@@ -154,6 +171,7 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
     secs = [_Sec(name, title, max(weight, 1e-9), prio, by_section.get(name, []))
             for prio, (name, title, weight) in enumerate(plan) if name != "legend" and by_section.get(name)]
     used = reserved = 0
+    _shares(secs, budget)
     # 1. Shares.
     active = list(secs)
     while active:
@@ -175,8 +193,9 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
             continue
         d = s.delta(i, footer=False)
         more = s.next < len(s.pool) or bool(s.skipped)
-        reserve = s.footer_bound() if more else 0
-        if used + d + reserved - s.reserve + reserve <= budget:
+        # a section that fits whole within its share will need no footer
+        reserve = s.footer_bound() if more and s.share < s.need else 0
+        if used + d + reserved - s.reserve + reserve <= budget and s.used + d + reserve <= s.share:
             s.take(i, d)
             used += d
             reserved += reserve - s.reserve
@@ -208,14 +227,13 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
     figures: list[Section] = []
     at: list[tuple[str, int]] = []
     omitted_total = 0
-    weights = sum(s.weight for s in secs) or 1.0
     for s in secs:
         sect = s.lines()
         omitted = len(s.skipped)
         omitted_total += omitted
         lines.extend(sect)
         at.extend((s.name, i) for i in s.chosen)
-        figures.append(Section(s.name, int(budget * s.weight / weights), s.cost(), len(s.chosen), omitted))
+        figures.append(Section(s.name, int(s.share), s.cost(), len(s.chosen), omitted))
     # 3. Legend: the codes that appear, in what is left.
     legend: dict[str, str] = {}
     title = next((t for n, t, _ in plan if n == "legend"), None)
@@ -244,6 +262,28 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
         text = "".join(line + "\n" for line in lines)
         count = _text_tokens(lines)
     return text, count, figures, omitted_total, legend, tuple(at)
+
+
+def _shares(secs: list[_Sec], budget: int) -> None:
+    """Each section's share of ``budget`` (``_Sec.share``), by weight, water
+    filled: a section that needs less than its weight's part of what is left
+    (its whole pool, :meth:`_Sec.demand`) gets what it needs, and the rest is
+    split again among the others, until every section left needs more."""
+    for s in secs:
+        s.need = s.demand()
+    left = list(secs)
+    free = float(budget)
+    while left:
+        weights = sum(s.weight for s in left)
+        whole = [s for s in left if s.need <= free * s.weight / weights]
+        if not whole:
+            for s in left:
+                s.share = free * s.weight / weights
+            return
+        for s in whole:
+            s.share = float(s.need)
+            free -= s.share
+            left.remove(s)
 
 
 class _Item(NamedTuple):
@@ -279,6 +319,22 @@ class _Sec:
         self.next = 0
         self.used = 0  # header and lines, without the footer
         self.reserve = 0  # footer room kept during the first pass
+        self.need = 0  # what the whole pool costs (:meth:`demand`)
+        self.share = 0.0  # what the first pass may spend here (:func:`_shares`)
+
+    def demand(self) -> int:
+        """What the whole pool costs laid out: the header and every line (the
+        entries of a run on one line), near-duplicates counted as if shown."""
+        runs: dict[Any, list[int]] = {}
+        total = self.header_cost
+        for i, it in enumerate(self.items):
+            if it.join is None:
+                total += it.cost
+            else:
+                runs.setdefault(it.join, []).append(i)
+        for members in runs.values():
+            total += self._line_cost(members)
+        return total
 
     def footer_bound(self) -> int:
         """At least what the footer will cost (it counts at most the pool)."""

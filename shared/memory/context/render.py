@@ -29,14 +29,18 @@ How it is built (:meth:`ContextRenderer.context`):
    written as the code (lossless: ``mm.expand`` gives the readable form).
 3. **Dedup.** An entry whose stemmed words are a near-duplicate (Jaccard >=
    0.8) of one already taken is dropped, across sections.
-4. **Fill** (:func:`~hrm_memory.context.fill.fill`). Sections in priority
-   order (:data:`SECTIONS`: now, goals and commitments, people, patterns,
-   history) take turns by weight over their entries, smallest size class
-   first; what one leaves goes to the others, and a last pass takes any
-   entry left out that still fits, so no left-out entry would fit in what
-   remains. Word-like entries of one field share a line; a section that
-   leaves entries out ends with ``+N more``, counted inside the budget. A
-   legend of the codes that appear comes last, in what is left.
+4. **Fill** (:func:`~hrm_memory.context.fill.fill`). Each section
+   (:data:`SECTIONS`, in priority order: now, goals and commitments,
+   people, patterns, history) may spend its share of the budget: all it
+   needs if that is less than its weight's part, else its weight's part of
+   what the others leave. Each takes its entries smallest size class first
+   (what an entry adds to the text: a code joining a run its ``" " +
+   text``); an entry past the share waits, and a last pass takes, in
+   priority order, any entry left out that still fits, so no left-out entry
+   would fit in what remains. Word-like entries of one field share a line;
+   a section that leaves entries out ends with ``+N more``, counted inside
+   the budget. A legend of the codes that appear comes last, in what is
+   left.
 5. **Exact.** ``tokens`` is the o200k count of the whole text (every line
    closed by a newline): the sum of its lines' counts where o200k's split
    pattern provably cuts at every line break, else the text counted again;
@@ -76,10 +80,11 @@ from hrm_memory.core.state import Attrs, Core, Handlers
 from hrm_memory.tracing.spans import OpSpan
 
 #: Sections in priority order: name, title, weight, the kinds that land
-#: there. The fill gives each section turns in proportion to its weight
-#: while it has entries left; what one section does not use goes to the
-#: others. What is live now and what was promised weigh most, then people,
-#: then patterns, then history; the legend of codes gets what is left.
+#: there. Each section's share of the budget is in proportion to its weight
+#: (all it needs, if less; what one section does not need goes to the
+#: others by weight, and what is left at the end in priority order). What is
+#: live now and what was promised weigh most, then people, then patterns,
+#: then history; the legend of codes gets what is left.
 SECTIONS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
     ("now", "Now", 8.0, ("working",)),
     ("goals", "Goals and commitments", 8.0, ("prospective",)),
