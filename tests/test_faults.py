@@ -396,6 +396,17 @@ def test_lock_file_deleted_while_held(root: Path) -> None:
             final = mm.read(NS, "n")
             assert 300 <= final <= 600
             assert all(isinstance(r.value, (int, str)) for r in mm.query(NS))
+            # No record is damaged. The one finding lost exclusion can leave:
+            # both writers appending the same line (same version, value and
+            # microsecond stamp), which check() cannot tell from an old line
+            # appended again (seen once in ~10 runs on a loaded machine).
+            # check(fix=True) drops the repeat and keeps the newest version.
+            findings = mm.check()
+            assert {f.kind for f in findings} <= {"replayed-record"}, findings
+            assert all(f.extra["key"] == "n" for f in findings), findings
+            if findings:
+                mm.check(fix=True)
+                assert 300 <= mm.read(NS, "n") <= 600
             assert mm.check() == []
             assert peer.call("check") == []
             peer.call("release")
