@@ -71,6 +71,8 @@ class Codec:
     _str_in: dict[str, str] = field(init=False, repr=False, compare=False)
     _out_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
+    _split: bool = field(init=False, repr=False, compare=False)
+    _shapes: dict[tuple[Any, ...], tuple[str, ...] | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -102,6 +104,12 @@ class Codec:
         # the quotes, escaped as orjson escapes them) that spell it: see keeps().
         set_(self, "_out_names", frozenset(_json_inner(n) for n in (*self._key_out, *self._str_out)))
         set_(self, "_in_names", frozenset(_json_inner(n) for n in (*self._key_in, *self._str_in)))
+        # keeps()/expands_nothing() split the bytes at quotes (C) instead of
+        # matching every JSON string with a regex (sre: ~150 instructions a
+        # byte): exact when no name's JSON spelling holds a quote, so that a
+        # string spelled as a name is a whole piece between two quotes.
+        set_(self, "_split", not any(b'"' in n for n in (*self._out_names, *self._in_names)))
+        set_(self, "_shapes", {})
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -151,6 +159,35 @@ class Codec:
         to reject."""
         return _compact(value, self._key_out, self._str_out)
 
+    def compact_encoded(self, value: Any, data: bytes) -> Any:
+        """:meth:`compact` of a checked JSON ``value`` whose orjson encoding
+        is ``data`` (the write path). A dict of scalars (the usual per-turn
+        record) is coded by a plan kept per key sequence: its keys' codes,
+        looked up once, and its values mapped through the value codes in C
+        (``dict(zip(keys, map(codes.get, values, values)))``), with no walk.
+        Exact: ``data`` without ``"~`` has no key or string to escape, a
+        scalar that is no code is kept as it is, and a value holding a
+        container makes the map raise (a list or dict is unhashable): that
+        shape is walked from then on. Anything else is walked."""
+        if type(value) is not dict or b'"~' in data:
+            return _compact(value, self._key_out, self._str_out)
+        shapes = self._shapes
+        shape = tuple(value)
+        keys = shapes.get(shape, ())
+        if keys is not None:
+            if not keys:
+                get = self._key_out.get
+                keys = tuple([get(k, k) for k in shape])
+                if len(shapes) >= _SHAPES_MAX:
+                    shapes.clear()
+                shapes[shape] = keys
+            vals = value.values()
+            try:
+                return dict(zip(keys, map(self._str_out.get, vals, vals)))
+            except TypeError:  # a list or dict among the values: walk this shape
+                shapes[shape] = None
+        return _compact(value, self._key_out, self._str_out)
+
     def expand(self, value: Any) -> Any:
         """The readable form of a compact value: inverse of :meth:`compact`.
 
@@ -166,14 +203,22 @@ class Codec:
         orjson spells that name, so a value that needs no code is recognised
         without a walk (and its compact form is ``data`` itself). A ``"~``
         inside a string (an escaped quote) only makes the answer False: the
-        caller then compacts the value, which is exact either way."""
-        return b'"~' not in data and self._out_names.isdisjoint(_json_strings(data))
+        caller then compacts the value, which is exact either way.
+
+        The strings are found by splitting ``data`` at its quotes (no name
+        of a seed codec has one): every string is then one of the pieces,
+        and a piece that is not a string only makes the answer False."""
+        if b'"~' in data:
+            return False
+        return self._out_names.isdisjoint(data.split(b'"') if self._split else _json_strings(data))
 
     def expands_nothing(self, data: bytes) -> bool:
         """True if :meth:`expand` returns the value unchanged for the JSON
         value encoded as ``data`` (see :meth:`keeps`): no key or string is an
         alias or a code or starts with ``~``."""
-        return b'"~' not in data and self._in_names.isdisjoint(_json_strings(data))
+        if b'"~' in data:
+            return False
+        return self._in_names.isdisjoint(data.split(b'"') if self._split else _json_strings(data))
 
     def is_compact(self, value: Any) -> bool:
         """True if ``value`` is exactly what :meth:`compact` produces for some
@@ -190,6 +235,10 @@ class Codec:
             found = entries.get(self._str_in[code])
         return found
 
+
+#: Plans of dict shapes kept per codec (see Codec.compact_encoded): bounded,
+#: emptied when full.
+_SHAPES_MAX = 1024
 
 #: The quoted strings of a JSON document, as the bytes between the quotes
 #: (escapes kept): outside strings JSON has no quote, so each match starts

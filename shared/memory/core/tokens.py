@@ -413,6 +413,46 @@ def _segment(text: str) -> int:
     return n
 
 
+# -- tokens saved by a value's coded form, remembered per shape -------------------
+
+#: Every ASCII digit as ``0``: the same pieces (digits are pieces of one to
+#: three of their own), and, when every number of one to three digits is one
+#: token (o200k_base: checked once per counter, see _digits_free), the same
+#: count: so a value and its coded form count as they do with their digits
+#: masked, and values of one shape that differ only in their numbers share
+#: one entry of _SAVED.
+_MASK = bytes.maketrans(b"0123456789", b"0000000000")
+_DIGIT_PIECES = tuple(f"{i:0{n}d}" for n in (1, 2, 3) for i in range(10**n))
+
+#: tokens saved by (readable, stored) JSON, digits masked when that keeps
+#: counts (else as they are): bounded, emptied when full; kept for one counter.
+_SAVED: dict[tuple[bytes, bytes], int] = {}
+_SAVED_MAX = 8192
+_saved_of: list[Any] = [None, False]  # the counter, and whether masking keeps its counts
+
+
+def saved(readable: bytes, stored: bytes) -> int:
+    """Tokens of the JSON ``readable`` minus tokens of its coded form
+    ``stored`` (both UTF-8): :func:`difference`, exact, and remembered per
+    shape: a second value that differs from one already counted only in its
+    digits (the turn, a count, a time: every write of a per-turn record)
+    costs two byte translations and a dict lookup, no tokenizer and no
+    search. ``hrm.memory.tokens_saved`` of a coded write."""
+    counter = _counter or get_counter()
+    if counter is not _saved_of[0]:
+        _SAVED.clear()
+        _saved_of[0] = counter
+        _saved_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
+    key = (readable.translate(_MASK), stored.translate(_MASK)) if _saved_of[1] else (readable, stored)
+    n = _SAVED.get(key)
+    if n is None:
+        n = difference(readable.decode(), stored.decode())
+        if len(_SAVED) >= _SAVED_MAX:
+            _SAVED.clear()
+        _SAVED[key] = n
+    return n
+
+
 def tokenizer_info() -> dict[str, Any]:
     """Which counter is in use: ``counter`` ("exact"/"estimate"), ``encoding``,
     ``engine`` (tiktoken version), ``vocab_path``, ``vocab_sha256`` and, for the
@@ -434,5 +474,6 @@ __all__ = [
     "load_encoding",
     "pinned_encoding",
     "read_vocab",
+    "saved",
     "tokenizer_info",
 ]
