@@ -72,7 +72,7 @@ class Codec:
     _out_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _split: bool = field(init=False, repr=False, compare=False)
-    _shapes: dict[tuple[Any, ...], tuple[str, ...] | None] = field(init=False, repr=False, compare=False)
+    _shapes: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, ...]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -161,32 +161,60 @@ class Codec:
 
     def compact_encoded(self, value: Any, data: bytes) -> Any:
         """:meth:`compact` of a checked JSON ``value`` whose orjson encoding
-        is ``data`` (the write path). A dict of scalars (the usual per-turn
-        record) is coded by a plan kept per key sequence: its keys' codes,
-        looked up once, and its values mapped through the value codes in C
-        (``dict(zip(keys, map(codes.get, values, values)))``), with no walk.
-        Exact: ``data`` without ``"~`` has no key or string to escape, a
-        scalar that is no code is kept as it is, and a value holding a
-        container makes the map raise (a list or dict is unhashable): that
-        shape is walked from then on. Anything else is walked."""
+        is ``data`` (the write path). A dict record is coded by a plan kept
+        per key sequence: its keys' codes, looked up once, and which of its
+        values held a list or dict when the plan was made. The scalars are
+        mapped through the value codes in C (``map(codes.get, vals, vals)``),
+        a list of scalars likewise, and only a nested dict (or a list
+        holding containers) is walked. Exact: ``data`` without ``"~`` has no
+        key or string to escape, and a scalar that is no code is kept as it
+        is; a container where the plan has none makes the map raise (a list
+        or dict is unhashable), and the plan is made again. Anything else
+        is walked."""
         if type(value) is not dict or b'"~' in data:
             return _compact(value, self._key_out, self._str_out)
         shapes = self._shapes
         shape = tuple(value)
-        keys = shapes.get(shape, ())
-        if keys is not None:
-            if not keys:
-                get = self._key_out.get
-                keys = tuple([get(k, k) for k in shape])
+        plan = shapes.get(shape)
+        get = self._str_out.get
+        vals = list(value.values())
+        for _ in range(2):
+            if plan is None:
+                kget = self._key_out.get
+                plan = (tuple([kget(k, k) for k in shape]),
+                        tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]))  # fmt: skip
                 if len(shapes) >= _SHAPES_MAX:
                     shapes.clear()
-                shapes[shape] = keys
-            vals = value.values()
+                shapes[shape] = plan
+            keys, nested = plan
+            if not nested:
+                try:
+                    return dict(zip(keys, map(get, vals, vals)))
+                except TypeError:  # a container where the plan had none: plan again
+                    plan = None
+                    continue
+            flat = vals.copy()
+            for j in nested:
+                flat[j] = None
             try:
-                return dict(zip(keys, map(self._str_out.get, vals, vals)))
-            except TypeError:  # a list or dict among the values: walk this shape
-                shapes[shape] = None
-        return _compact(value, self._key_out, self._str_out)
+                result = dict(zip(keys, map(get, flat, flat)))
+            except TypeError:
+                plan = None
+                continue
+            for j in nested:
+                v = vals[j]
+                if type(v) is list:
+                    try:
+                        v = list(map(get, v, v))
+                    except TypeError:  # a list holding containers
+                        v = _compact(v, self._key_out, self._str_out)
+                elif type(v) is dict:
+                    v = _compact(v, self._key_out, self._str_out)
+                else:
+                    v = get(v, v)
+                result[keys[j]] = v
+            return result
+        return _compact(value, self._key_out, self._str_out)  # pragma: no cover - a plan made from these values fits
 
     def expand(self, value: Any) -> Any:
         """The readable form of a compact value: inverse of :meth:`compact`.
