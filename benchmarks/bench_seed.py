@@ -428,7 +428,7 @@ def _callgrind(mode: str, row: str, n: int, ops: int) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
          "benchmarks.bench_seed", "--worker", mode, str(n), row, str(ops)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", done.stderr)
     assert found, done.stderr[-2000:]

@@ -261,6 +261,34 @@ def test_hot_cap_drops_oldest(root: Path) -> None:
         assert [r.key for r in mm.query("t.hot")] == ["k2", "k3", "k4"]
 
 
+def test_hot_cap_holds_under_concurrent_writers_of_new_keys(root: Path) -> None:
+    """A hot namespace is counted before its cap is enforced (issue 24: the
+    lock is taken only when over): with threads writing new keys at once,
+    the namespace never ends above its cap, and what stays is the newest."""
+    import threading
+
+    with MemoryManager(root, namespaces=[NamespaceSpec("t.hot", tier="hot", max_keys=50)]) as mm:
+        start = threading.Barrier(4)
+
+        def writer(t: int) -> None:
+            start.wait()
+            for i in range(300):
+                mm.write("t.hot", f"t{t}-{i:03d}", i)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        kept = [r.key for r in mm.query("t.hot")]
+        assert len(kept) == 50
+        for t in range(4):  # the oldest went first: what stays of each writer is its newest keys
+            mine = sorted(int(k.split("-")[1]) for k in kept if k.startswith(f"t{t}-"))
+            assert mine == list(range(300 - len(mine), 300))
+        mm.write("t.hot", "one-more", 1)
+        assert len(mm.query("t.hot")) == 50 and mm.read("t.hot", "one-more") == 1
+
+
 def test_write_in_another_process_is_visible_despite_cache(root: Path) -> None:
     with MemoryManager(root) as mm:
         mm.write("altitude.patterns", "k", "mine")

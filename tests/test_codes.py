@@ -227,3 +227,47 @@ def test_every_seed_namespace_has_a_known_codec() -> None:
     memories = {f"{hrm}.memories" for hrm in ("altitude", "focus", "reasoning", "learning", "shared")}
     assert names - set(NAMESPACE_CODECS) == UNCODED == {"focus.consent", "altitude.compressed"} | memories  # on purpose
     assert set(NAMESPACE_CODECS.values()) <= set(CODECS)
+
+
+# -- issue 24: the write path's shortcuts, exact against the walk ----------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: st.DataObject) -> None:
+    """``compact_encoded`` (a plan per dict shape: its keys' codes, its values
+    mapped in C) gives exactly ``compact``'s result, types and key order
+    included: for flat records, for the same keys holding a container the
+    next time (the plan then walks that shape), and for strings that need an
+    escape; the input is not changed and never returned as the result."""
+    codec = CODECS[name]
+    words = st.sampled_from(tricky_strings(codec))
+    scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | words
+    keys = data.draw(st.lists(words | st.text(max_size=6), max_size=6, unique=True))
+    for _ in range(3):  # the same shape again: its plan is reused, or dropped for a container
+        value = {k: data.draw(scalars | json_values(codec) if data.draw(st.booleans()) else scalars) for k in keys}
+        raw = exact(value)
+        got = codec.compact_encoded(value, raw)
+        assert exact(got) == exact(codec.compact(value))
+        assert exact(value) == raw and got is not value
+    other = data.draw(json_values(codec))
+    assert exact(codec.compact_encoded(other, exact(other))) == exact(codec.compact(other))
+
+
+def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:
+    """``keeps`` finds a value's strings by splitting its JSON at quotes (in
+    C): exact only while no name of the codec holds a quote, so a codec with
+    such a name matches whole JSON strings instead. A True is always right;
+    a False only where a name appears (here or in the other role)."""
+    quoted = Codec("quoted", aliases={'say "hi"': "hi", "relationship": "r"})
+    plain = Codec("plainer", aliases={"relationship": "r"})
+    assert quoted._split is False and plain._split is True
+    for value in ({'say "hi"': 1}, {"x": 'say "hi"'}, {"relationship": 1}, {"a": "b", "c": [1, "d"]}, {"q": 'a"b'}):
+        for codec in (quoted, plain):
+            raw = exact(value)
+            if codec.keeps(raw):
+                assert exact(codec.compact(value)) == raw, (codec.name, value)
+            elif "relationship" not in raw.decode() and "say" not in raw.decode():
+                raise AssertionError(f"{codec.name}: {value} holds no name, yet is not kept")
+    assert not quoted.keeps(exact({'say "hi"': 1})) and not plain.keeps(exact({"relationship": 1}))

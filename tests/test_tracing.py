@@ -603,3 +603,33 @@ def test_tokens_saved_is_counted_only_for_spans_the_sampler_keeps(root: Path, mo
         writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
     provider.shutdown()
     assert len(writes) == 300 and all(s.attributes["hrm.memory.tokens_saved"] > 0 for s in writes)
+
+
+def test_tokens_saved_stays_exact_when_remembered_per_shape(root: Path) -> None:
+    """tokens_saved is remembered per value shape with digits masked
+    (``tokens.saved``): under the global provider, writes of one shape whose
+    numbers change (every one) and whose free text changes (every fifth)
+    each carry exactly count(JSON) - count(coded JSON) of their own value."""
+    from hrm_memory.core import tokens
+    from hrm_memory.namespaces import seed_codecs
+
+    codec = {c.name: c for c in seed_codecs()}["focus"]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    values = {}
+    with global_provider(provider), MemoryManager(root) as mm:
+        for i in range(400):
+            value = {"user_input_length": i * 37 % 1000, "response_length": 10**i % 99991, "stance_used": "sensemaking",
+                     "had_commitment": i % 2 == 0, "to_stance": ["execution", "discovery", "paused"][i % 3],
+                     "note": f"turn {i // 5} about {'x' * (i // 5 % 4)} ticket-{i // 5}", "turn": i}  # fmt: skip
+            mm.write("focus.fast", f"k{i}", value)
+            values[f"k{i}"] = value
+        provider.force_flush()
+        got = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+    provider.shutdown()
+    assert len(got) == 400
+    for span in got:
+        value = values[span.attributes["hrm.memory.key"]]
+        readable, coded = orjson.dumps(value).decode(), orjson.dumps(codec.compact(value)).decode()
+        assert span.attributes["hrm.memory.tokens_saved"] == tokens.count(readable) - tokens.count(coded)

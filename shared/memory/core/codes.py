@@ -71,6 +71,8 @@ class Codec:
     _str_in: dict[str, str] = field(init=False, repr=False, compare=False)
     _out_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
+    _split: bool = field(init=False, repr=False, compare=False)
+    _shapes: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, ...]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -102,6 +104,12 @@ class Codec:
         # the quotes, escaped as orjson escapes them) that spell it: see keeps().
         set_(self, "_out_names", frozenset(_json_inner(n) for n in (*self._key_out, *self._str_out)))
         set_(self, "_in_names", frozenset(_json_inner(n) for n in (*self._key_in, *self._str_in)))
+        # keeps()/expands_nothing() split the bytes at quotes (C) instead of
+        # matching every JSON string with a regex (sre: ~150 instructions a
+        # byte): exact when no name's JSON spelling holds a quote, so that a
+        # string spelled as a name is a whole piece between two quotes.
+        set_(self, "_split", not any(b'"' in n for n in (*self._out_names, *self._in_names)))
+        set_(self, "_shapes", {})
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -151,6 +159,63 @@ class Codec:
         to reject."""
         return _compact(value, self._key_out, self._str_out)
 
+    def compact_encoded(self, value: Any, data: bytes) -> Any:
+        """:meth:`compact` of a checked JSON ``value`` whose orjson encoding
+        is ``data`` (the write path). A dict record is coded by a plan kept
+        per key sequence: its keys' codes, looked up once, and which of its
+        values held a list or dict when the plan was made. The scalars are
+        mapped through the value codes in C (``map(codes.get, vals, vals)``),
+        a list of scalars likewise, and only a nested dict (or a list
+        holding containers) is walked. Exact: ``data`` without ``"~`` has no
+        key or string to escape, and a scalar that is no code is kept as it
+        is; a container where the plan has none makes the map raise (a list
+        or dict is unhashable), and the plan is made again. Anything else
+        is walked."""
+        if type(value) is not dict or b'"~' in data:
+            return _compact(value, self._key_out, self._str_out)
+        shapes = self._shapes
+        shape = tuple(value)
+        plan = shapes.get(shape)
+        get = self._str_out.get
+        vals = list(value.values())
+        for _ in range(2):
+            if plan is None:
+                kget = self._key_out.get
+                plan = (tuple([kget(k, k) for k in shape]),
+                        tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]))  # fmt: skip
+                if len(shapes) >= _SHAPES_MAX:
+                    shapes.clear()
+                shapes[shape] = plan
+            keys, nested = plan
+            if not nested:
+                try:
+                    return dict(zip(keys, map(get, vals, vals)))
+                except TypeError:  # a container where the plan had none: plan again
+                    plan = None
+                    continue
+            flat = vals.copy()
+            for j in nested:
+                flat[j] = None
+            try:
+                result = dict(zip(keys, map(get, flat, flat)))
+            except TypeError:
+                plan = None
+                continue
+            for j in nested:
+                v = vals[j]
+                if type(v) is list:
+                    try:
+                        v = list(map(get, v, v))
+                    except TypeError:  # a list holding containers
+                        v = _compact(v, self._key_out, self._str_out)
+                elif type(v) is dict:
+                    v = _compact(v, self._key_out, self._str_out)
+                else:
+                    v = get(v, v)
+                result[keys[j]] = v
+            return result
+        return _compact(value, self._key_out, self._str_out)  # pragma: no cover - a plan made from these values fits
+
     def expand(self, value: Any) -> Any:
         """The readable form of a compact value: inverse of :meth:`compact`.
 
@@ -166,14 +231,22 @@ class Codec:
         orjson spells that name, so a value that needs no code is recognised
         without a walk (and its compact form is ``data`` itself). A ``"~``
         inside a string (an escaped quote) only makes the answer False: the
-        caller then compacts the value, which is exact either way."""
-        return b'"~' not in data and self._out_names.isdisjoint(_json_strings(data))
+        caller then compacts the value, which is exact either way.
+
+        The strings are found by splitting ``data`` at its quotes (no name
+        of a seed codec has one): every string is then one of the pieces,
+        and a piece that is not a string only makes the answer False."""
+        if b'"~' in data:
+            return False
+        return self._out_names.isdisjoint(data.split(b'"') if self._split else _json_strings(data))
 
     def expands_nothing(self, data: bytes) -> bool:
         """True if :meth:`expand` returns the value unchanged for the JSON
         value encoded as ``data`` (see :meth:`keeps`): no key or string is an
         alias or a code or starts with ``~``."""
-        return b'"~' not in data and self._in_names.isdisjoint(_json_strings(data))
+        if b'"~' in data:
+            return False
+        return self._in_names.isdisjoint(data.split(b'"') if self._split else _json_strings(data))
 
     def is_compact(self, value: Any) -> bool:
         """True if ``value`` is exactly what :meth:`compact` produces for some
@@ -190,6 +263,10 @@ class Codec:
             found = entries.get(self._str_in[code])
         return found
 
+
+#: Plans of dict shapes kept per codec (see Codec.compact_encoded): bounded,
+#: emptied when full.
+_SHAPES_MAX = 1024
 
 #: The quoted strings of a JSON document, as the bytes between the quotes
 #: (escapes kept): outside strings JSON has no quote, so each match starts

@@ -312,7 +312,7 @@ class Core:
             return data, 0
         # The compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
-        compact = values.kept(orjson.dumps(codec.compact(value)))
+        compact = values.kept(orjson.dumps(codec.compact_encoded(value, data)))
         if len(compact) > spec.max_value_bytes:
             compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
         return compact, TokensSaved(data, compact)

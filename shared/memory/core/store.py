@@ -187,8 +187,11 @@ class Records:
         # ``stored`` is a Stored or (hot) a hot Entry, whose first six fields
         # are a Stored's: read by position, (key, version, created_us,
         # updated_us, value, tier).
-        if spec.max_keys is not None and stored[2] == stored[3]:
-            self.core.enforce_cap(spec, trace_id)  # only a new key can exceed the cap
+        if spec.max_keys is not None and stored[2] == stored[3]:  # only a new key can exceed the cap
+            # A hot namespace is counted first (one dict length, no lock):
+            # enforce_cap takes the lock and counts again only when over.
+            if spec.tier != "hot" or self.hot.count(spec.name) > spec.max_keys:
+                self.core.enforce_cap(spec, trace_id)
         attrs = None
         if span is not None:
             attrs = {

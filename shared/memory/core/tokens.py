@@ -35,6 +35,8 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
+from itertools import count as count_from
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -359,6 +361,14 @@ def difference(a: str, b: str) -> int:
         return 0
     if not (a.isascii() and b.isascii()):
         return count(a) - count(b)
+    start, end = _window(a, b)
+    return _segment(a[start:end]) - _segment(b[start : end - len(a) + len(b)])
+
+
+def _window(a: str, b: str) -> tuple[int, int]:
+    """Where :func:`difference` counts two different ASCII texts:
+    ``a[start:end]`` against ``b[start:end - len(a) + len(b)]``; ``start``
+    and ``end`` are cuts, or the ends of the text."""
     la, lb = len(a), len(b)
     n = la if la < lb else lb
     lo, hi = 0, n  # the longest common prefix, by halving (each step one C-level compare)
@@ -386,7 +396,7 @@ def difference(a: str, b: str) -> int:
     else:
         while end < la and not _cut(a, end):
             end += 1
-    return _segment(a[start:end]) - _segment(b[start : end - la + lb])
+    return start, end
 
 
 #: Counts of the middles :func:`difference` counted: records of one shape
@@ -413,6 +423,102 @@ def _segment(text: str) -> int:
     return n
 
 
+# -- tokens saved by a value's coded form, remembered per shape -------------------
+
+#: Every ASCII digit as ``0``: the same pieces (digits are pieces of one to
+#: three of their own), and, when every number of one to three digits is one
+#: token (o200k_base: checked once per counter, see _digits_free), the same
+#: count: so a value and its coded form count as they do with their digits
+#: masked, and values of one shape that differ only in their numbers share
+#: one entry of _SAVED.
+_MASK = bytes.maketrans(b"0123456789", b"0000000000")
+_DIGIT_PIECES = tuple(f"{i:0{n}d}" for n in (1, 2, 3) for i in range(10**n))
+
+#: tokens saved by (readable, stored) JSON, digits masked when that keeps
+#: counts (else as they are): bounded, emptied when full; kept for one counter.
+_SAVED: dict[tuple[bytes, bytes], int] = {}
+_SAVED_MAX = 8192
+_saved_of: list[Any] = [None, False]  # the counter, and whether masking keeps its counts
+
+
+def saved(readable: bytes, stored: bytes) -> int:
+    """Tokens of the JSON ``readable`` minus tokens of its coded form
+    ``stored`` (both UTF-8): :func:`difference`, exact, and remembered per
+    shape: a second value that differs from one already counted only in its
+    digits (the turn, a count, a time: every write of a per-turn record)
+    costs two byte translations and a dict lookup, no tokenizer and no
+    search. ``hrm.memory.tokens_saved`` of a coded write."""
+    counter = _counter or get_counter()
+    if counter is not _saved_of[0]:
+        _SAVED.clear()
+        _PLACES.clear()
+        _saved_of[0] = counter
+        _saved_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
+    key = (readable.translate(_MASK), stored.translate(_MASK)) if _saved_of[1] else (readable, stored)
+    n = _SAVED.get(key)
+    if n is None:
+        n = _by_places(key[0], key[1])
+        if n is None:
+            n = difference(readable.decode(), stored.decode())
+        if len(_SAVED) >= _SAVED_MAX:
+            _SAVED.clear()
+        _SAVED[key] = n
+    return n
+
+
+#: How far around a place where the texts differ :func:`_by_places` looks,
+#: in pieces between quotes: a key, its value, and the key after it.
+_AROUND = 2
+#: Tokens saved by one place, by the pieces around it (see _by_places).
+_PLACES: dict[tuple[Any, ...], int] = {}
+
+
+def _by_places(a: bytes, b: bytes) -> int | None:
+    """:func:`difference` of a value's JSON and its coded form (digits
+    masked, when that keeps counts), place by place. A value of a shape not
+    counted yet (new free text, say) mostly differs from its coded form in
+    the same few places as the values before it (``,"tags":["`` against
+    ``,"t":["``), each a run of pieces between quotes. A place's tokens
+    saved depend only on the text between the cuts on either side of it
+    (see :func:`difference`); when those are found within ``_AROUND``
+    pieces of it, the place's count is remembered by those pieces. None
+    when the texts do not split into as many pieces, are not ASCII, or a
+    cut is not found that near: the caller counts the whole difference."""
+    pa = a.split(b'"')
+    pb = b.split(b'"')
+    if len(pa) != len(pb) or not (a.isascii() and b.isascii()):
+        return None
+    changed = list(compress(count_from(), map(bytes.__ne__, pa, pb)))
+    last = len(pa) - 1
+    total = 0
+    k = 0
+    while k < len(changed):
+        first = end = changed[k]
+        k += 1
+        while k < len(changed) and changed[k] - end <= 2 * _AROUND + 1:  # windows that could meet: one place
+            end = changed[k]
+            k += 1
+        lo = first - _AROUND if first > _AROUND else 0
+        hi = end + _AROUND + 1
+        place = (lo == 0, hi > last, tuple(pa[lo:hi]), tuple(pb[first : end + 1]))
+        n = _PLACES.get(place)
+        if n is None:
+            # the pieces with the quotes on either side (common to both)
+            left = b'"' if lo > 0 else b""
+            right = b'"' if hi <= last else b""
+            ra = (left + b'"'.join(pa[lo:hi]) + right).decode()
+            rb = (left + b'"'.join(pb[lo:hi]) + right).decode()
+            start, stop = _window(ra, rb)
+            if (start == 0 and lo > 0) or (stop == len(ra) and hi <= last):
+                return None  # no cut found within the pieces around: count it all
+            n = _segment(ra[start:stop]) - _segment(rb[start : stop - len(ra) + len(rb)])
+            if len(_PLACES) >= _SAVED_MAX:
+                _PLACES.clear()
+            _PLACES[place] = n
+        total += n
+    return total
+
+
 def tokenizer_info() -> dict[str, Any]:
     """Which counter is in use: ``counter`` ("exact"/"estimate"), ``encoding``,
     ``engine`` (tiktoken version), ``vocab_path``, ``vocab_sha256`` and, for the
@@ -434,5 +540,6 @@ __all__ = [
     "load_encoding",
     "pinned_encoding",
     "read_vocab",
+    "saved",
     "tokenizer_info",
 ]

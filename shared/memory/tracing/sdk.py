@@ -116,7 +116,7 @@ class TokensSaved:
     def value(self) -> int:
         from hrm_memory.core import tokens
 
-        return tokens.difference(self.readable.decode(), self.stored.decode())
+        return tokens.saved(self.readable, self.stored)
 
 
 def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
