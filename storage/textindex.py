@@ -77,8 +77,9 @@ DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 200, 5000
 #: about a microsecond a matching passage (FTS5 reads each one's length from
 #: its own table), so past this the commonest of the words left are left out
 #: too, the rarest always kept: a query costs the same at 100k records as at
-#: 10M. A store under ~50k passages never reaches it (its words are capped
-#: at 2% each). A query left with one word in more passages than this (every
+#: 10M. A small store rarely reaches it: a word is capped at 2% of the
+#: passages (at least 200), so under 10k passages only a query of more than
+#: 15 words at that cap does. A query left with one word in more passages than this (every
 #: word common) ranks the newest POSTINGS passages holding it.
 POSTINGS = 3000
 
