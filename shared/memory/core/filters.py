@@ -21,7 +21,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hrm_memory.core.errors import InvalidFilter
+from hrm_memory.core.errors import InvalidArgument, InvalidFilter
 
 _MISSING = object()
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
@@ -126,4 +126,15 @@ def compile_where(where: Mapping[str, Any] | None) -> Callable[[Any], bool] | No
     return matches
 
 
-__all__ = ["OPERATORS", "compile_where", "json_equal"]
+__all__ = ["OPERATORS", "compile_where", "json_equal", "query_filter"]
+
+
+def query_filter(key_glob: Any, where: Mapping[str, Any] | None, limit: Any) -> Callable[[Any], bool] | None:
+    """Check a query's key pattern and limit (:class:`InvalidArgument`) and
+    compile its ``where`` (:func:`compile_where`): what query() and the
+    query of a past moment take alike."""
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
+    if not isinstance(key_glob, str):
+        raise InvalidArgument("the key pattern must be a str glob")
+    return compile_where(where)

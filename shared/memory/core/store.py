@@ -18,7 +18,7 @@ from typing import Any
 from hrm_memory.core import values
 from hrm_memory.core.errors import InvalidArgument
 from hrm_memory.core.events import Subscription
-from hrm_memory.core.filters import compile_where
+from hrm_memory.core.filters import query_filter
 from hrm_memory.core.ops import (
     CursorOp,
     DeleteOp,
@@ -251,11 +251,7 @@ class Records:
 
     def _query(self, op: QueryOp, scope: str | None, span: OpSpan | None) -> tuple[list[Record], Attrs]:
         namespace, key_glob, where, limit, include_cold, compact = op
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
-        if not isinstance(key_glob, str):
-            raise InvalidArgument("the key pattern must be a str glob")
-        matches = compile_where(where)
+        matches = query_filter(key_glob, where, limit)
         specs = self.core.visible(scope, namespace, self.core.match(namespace))
         match_all = key_glob == "*"
         exact = not match_all and not GLOB.intersection(key_glob)

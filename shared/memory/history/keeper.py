@@ -43,7 +43,7 @@ import orjson
 
 from hrm_memory.core import values
 from hrm_memory.core.errors import HistoryNotKept, InvalidArgument
-from hrm_memory.core.filters import compile_where
+from hrm_memory.core.filters import query_filter
 from hrm_memory.core.ops import HistoryOp, QueryAsOfOp, ReadAsOfOp
 from hrm_memory.core.records import Record, Stored
 from hrm_memory.core.spec import DAY, Keep, NamespaceSpec, check_key
@@ -326,11 +326,7 @@ class History:
     def _query_as_of(self, op: QueryAsOfOp, scope: str | None, span: OpSpan | None) -> tuple[list[Record], Attrs]:
         namespace, key_glob, where, limit, as_of, compact = op
         when = as_of_us(as_of)
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise InvalidArgument(f"limit must be a non-negative int, not {limit!r}")
-        if not isinstance(key_glob, str):
-            raise InvalidArgument("the key pattern must be a str glob")
-        matches = compile_where(where)
+        matches = query_filter(key_glob, where, limit)
         specs = self.core.visible(scope, namespace, self.core.match(namespace))
         out: list[Record] = []
         for spec in specs:
