@@ -66,6 +66,20 @@ def _before(entry_id: str) -> str:
     return f"{ms}-{seq - 1}" if seq else f"{ms - 1}-{2**64 - 1}" if ms else "0-0"
 
 
+def check_kept(start: str, removed: Any, first: Any, cursor: str) -> None:
+    """Raise :class:`CursorExpired` if entries just after ``start`` were
+    trimmed: the stream has lost entries (``removed``) and the first it
+    keeps (``first``, bytes) comes later than the one right after ``start``.
+    ``cursor`` names the cursor in the message."""
+    if removed and first:
+        first_id = first.decode()
+        if parse_id(start) < parse_id(first_id) and start != _before(first_id):
+            raise CursorExpired(
+                f"change-log {cursor} is older than the oldest entry kept ({first_id}); entries after "
+                "it were trimmed: re-read the state with query() and take a new cursor"
+            )
+
+
 class Outage:
     """What a polled change log says about Redis going away and coming back:
     one warning when a poll first finds it unavailable, one when a poll finds
@@ -155,13 +169,7 @@ class RedisChangeLog:
             removed, first, entries = _READ(self._cmd, (self.key,), "(" + start, end, count)
         except RedisError as exc:
             raise failure(exc, "a change-log read", self._shown) from None
-        if removed and first:
-            first_id = first.decode()
-            if parse_id(start) < parse_id(first_id) and start != _before(first_id):
-                raise CursorExpired(
-                    f"change-log cursor {start} is older than the oldest entry kept ({first_id}); entries after "
-                    "it were trimmed: re-read the state with query() and take a new cursor"
-                )
+        check_kept(start, removed, first, f"cursor {start}")
         return entries  # type: ignore[no-any-return]
 
     def cursor(self) -> str:

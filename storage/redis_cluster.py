@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from hrm_memory.core.errors import BackendUnavailable, CursorExpired, InvalidArgument, InvalidCursor, NotReplicated
+from hrm_memory.core.errors import BackendUnavailable, InvalidArgument, InvalidCursor, NotReplicated
 from hrm_memory.core.records import Event
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
@@ -39,7 +39,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from .redis_changes import Outage, RedisChangeLog, _before, parse_id
+from .redis_changes import Outage, RedisChangeLog, _before, check_kept, parse_id
 from .redis_url import any_scheme_of, normalized, redact, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
@@ -483,13 +483,7 @@ class ClusterChangeLog:
             removed, first, entries = _READ(self._cmd, (self._layout.stream_of(namespace),), "(" + start, end, _BATCH)
         except RedisError as exc:
             raise failure(exc, "a change-log read", self._shown, namespace) from None
-        if removed and first:
-            first_id = first.decode()
-            if parse_id(start) < parse_id(first_id) and start != _before(first_id):
-                raise CursorExpired(
-                    f"change-log cursor for {namespace} ({start}) is older than the oldest entry kept ({first_id}); "
-                    "entries after it were trimmed: re-read the state with query() and take a new cursor"
-                )
+        check_kept(start, removed, first, f"cursor for {namespace} ({start})")
         return entries  # type: ignore[no-any-return]
 
     def read(self, cursor: str, upto: str | None = None, *, skip_own: bool = True) -> tuple[list[Event], str]:
