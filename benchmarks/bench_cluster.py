@@ -44,7 +44,7 @@ from hrm_memory import MemoryManager
 from tests.helpers.redis_cluster import RedisCluster, prefix_on_every_shard, run_failover, spread
 from tests.helpers.redis_server import RedisServer
 
-from .harness import OtherLoad, machine_info, make_record, md_table, release_together
+from .harness import OtherLoad, machine_info, make_record, md_table, release_together, write_section
 
 REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Issue 28: Redis Cluster (`benchmarks/bench_cluster.py`)"
@@ -180,17 +180,6 @@ def report(tp: dict[str, dict[int, dict[str, float]]], ops: dict[str, dict[str, 
     ]) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1500)
@@ -223,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         section = report(tp, ops, info, command, load.share(), args.n, failovers)
     print(section)
     if args.out is not None:
-        write_section(args.out, section)
+        write_section(args.out, SECTION, section)
 
 
 if __name__ == "__main__":

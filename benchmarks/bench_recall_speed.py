@@ -64,6 +64,7 @@ from .harness import (
     machine_info,
     md_table,
     percentile,
+    write_section,
 )
 
 SECTION = "## Recall: speed"
@@ -363,19 +364,6 @@ def report(rows: list[dict[str, Any]], wp: dict[str, float], info: dict[str, str
     return "\n".join([*lines, ""])
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this section of ``path`` (up to the next ``## `` heading), or append it."""
-    text = path.read_text() if path.exists() else ""
-    if SECTION + "\n" in text:
-        start = text.index(SECTION + "\n")
-        nxt = text.find("\n## ", start + len(SECTION))
-        rest = "\n" + text[nxt + 1 :] if nxt >= 0 else ""  # a blank line before the next section
-        text = text[:start] + section.rstrip("\n") + "\n" + rest
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-n", type=int, default=1_000_000)
@@ -404,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(rows, wp, info, command, load.share(), args.reps, len(queries))
     print(section)
     if args.out is not None:
-        write_section(args.out, section)
+        write_section(args.out, SECTION, section)
 
 
 if __name__ == "__main__":

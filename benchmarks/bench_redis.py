@@ -50,7 +50,7 @@ from hrm_memory import MemoryManager, MemoryStoreError
 from tests.helpers.redis_server import RedisServer
 
 from .harness import (OtherLoad, Stats, machine_info, make_key, make_record, md_table, percentile, release_together,
-                      time_calls)
+                      time_calls, write_section)
 
 NS = "altitude.patterns"
 REPO = Path(__file__).resolve().parent.parent
@@ -285,17 +285,6 @@ def report(ops: dict[str, list[Stats]], durability: list[tuple[str, Stats, int, 
     ]) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -315,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         section = report(ops, durability, info, command, redis_version, load.share(), procs)
     print(section)
     if args.out is not None:
-        write_section(args.out, section)
+        write_section(args.out, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,21 @@ def release_together(procs: Sequence[subprocess.Popen[str]], timeout: float = 60
     return out
 
 
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Replace the section of ``path`` that starts at the line ``heading``
+    (up to the next ``## `` heading, a blank line kept before it), or append
+    ``section`` when there is none."""
+    text = path.read_text() if path.exists() else ""
+    if heading + "\n" in text:
+        start = text.index(heading + "\n")
+        nxt = text.find("\n## ", start + len(heading))
+        rest = "\n" + text[nxt + 1 :] if nxt >= 0 else ""
+        text = text[:start] + section.rstrip("\n") + "\n" + rest
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
 def percentile(sorted_samples: Sequence[float], q: float) -> float:
     """Nearest-rank percentile ``q`` (0-100) of already sorted samples."""
     if not sorted_samples:
