@@ -248,11 +248,11 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
     for _ in range(3):  # the same shape again: its plan is reused, or dropped for a container
         value = {k: data.draw(scalars | json_values(codec) if data.draw(st.booleans()) else scalars) for k in keys}
         raw = exact(value)
-        got = codec.compact_encoded(value, raw)
+        got, _ = codec.compact_encoded(value, raw)
         assert exact(got) == exact(codec.compact(value))
         assert exact(value) == raw and got is not value
     other = data.draw(json_values(codec))
-    assert exact(codec.compact_encoded(other, exact(other))) == exact(codec.compact(other))
+    assert exact(codec.compact_encoded(other, exact(other))[0]) == exact(codec.compact(other))
 
 
 def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:
@@ -271,3 +271,81 @@ def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:
             elif "relationship" not in raw.decode() and "say" not in raw.decode():
                 raise AssertionError(f"{codec.name}: {value} holds no name, yet is not kept")
     assert not quoted.keeps(exact({'say "hi"': 1})) and not plain.keeps(exact({"relationship": 1}))
+
+
+#: Names a tokenizer reads differently beside a quote (a leading ``_`` or
+#: space, a trailing ``-`` or ``.``, a digit at either end, non-ASCII,
+#: capitals) beside plain ones: ``tokens.renamed`` must count the first kind
+#: from the texts and the second from the names alone, exactly either way.
+_AWKWARD = Codec(
+    "awkward",
+    aliases={"tags": "t", "_private": "p", "last_updated": "lu", "a-": "b", " lead": "l", "v2": "v", "2x": "x",
+             "Stance": "S", "naïve": "nv", "end.": "e"},
+    values={"sensemaking": "sm", "naïve thing": "nt", "Work Colleague": "WC", "x y": "z", "-dash": "d", "q'": "q",
+            "it's here": "ih", "12ab": "ab"},
+)
+
+
+@pytest.mark.parametrize("name", [*sorted(CODECS), "awkward"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data: st.DataObject) -> None:
+    """A coded write's ``tokens_saved`` counted from the renames the
+    compaction reports (``tokens.renamed``, each name counted alone) equals
+    count(JSON) - count(coded JSON) with the exact o200k counter, for flat
+    records, lists of strings, nested values and names that read differently
+    beside a quote."""
+    from hrm_memory.core import tokens
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    counter = tokens.get_counter()
+    if not counter.exact:
+        pytest.skip("needs the exact counter (tiktoken and the o200k vocabulary)")
+    codec = _AWKWARD if name == "awkward" else CODECS[name]
+    names = st.sampled_from(sorted({*codec.aliases, *codec.values, *_AWKWARD.aliases, *_AWKWARD.values}))
+    words = names | names | names | st.sampled_from(tricky_strings(codec))
+    scalars = names | st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | words | st.text(max_size=8)
+    flat = scalars | st.lists(scalars, max_size=4)
+    keys = data.draw(st.lists(words | st.text(max_size=6), max_size=7, unique=True))
+    for _ in range(3):  # the same shape again: the plan's renames are reused
+        value = {k: data.draw(flat | flat | flat | json_values(codec)) for k in keys}
+        raw = exact(value)
+        coded, plan = codec.compact_encoded(value, raw)
+        stored = exact(coded)
+        want = counter.count(raw.decode()) - counter.count(stored.decode())
+        assert TokensSaved(raw, stored, coded, plan, codec).value() == want
+        if plan is not None:  # the renames are the places the texts differ, and no others
+            renames = codec.renames(coded, plan)
+            for old, new in renames:
+                assert exact(old)[1:-1] in raw and exact(new)[1:-1] in stored
+            assert (renames == ()) == (raw == stored)
+
+
+@pytest.mark.parametrize("place", ["first", "after a string", "after a number", "after true", "after null",
+                                   "after a list", "in a list", "a value", "after a nested dict"])
+def test_tokens_saved_from_renames_for_names_that_read_differently_beside_a_quote(place: str) -> None:
+    """Every name of a codec with awkward names (``_private`` reads as
+    ``,"_`` + ``private`` in JSON but ``_private`` alone), in every place a
+    JSON text can put it: ``tokens_saved`` from the renames is exactly
+    count(JSON) - count(coded JSON)."""
+    from hrm_memory.core import tokens
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    counter = tokens.get_counter()
+    if not counter.exact:
+        pytest.skip("needs the exact counter (tiktoken and the o200k vocabulary)")
+    before = {"first": {}, "after a string": {"w": "word"}, "after a number": {"n": 12}, "after true": {"b": True},
+              "after null": {"z": None}, "after a list": {"l": ["x", 1]}, "after a nested dict": {"d": {"k": 1}},
+              "in a list": {}, "a value": {}}[place]
+    for name in [*_AWKWARD.aliases, *_AWKWARD.values]:
+        if place == "in a list":
+            value: dict[str, Any] = {"items": ["one", name, 2]}
+        elif place == "a value":
+            value = {"s": name, "n": 3}
+        else:
+            value = {**before, name: "v", "end": 1}
+        raw = exact(value)
+        coded, plan = _AWKWARD.compact_encoded(value, raw)
+        stored = exact(coded)
+        want = counter.count(raw.decode()) - counter.count(stored.decode())
+        assert TokensSaved(raw, stored, coded, plan, _AWKWARD).value() == want, (name, raw, stored, plan)

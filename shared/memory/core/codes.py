@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -42,6 +43,12 @@ ESCAPE = "~"
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+#: What a compaction renamed: ``(name, code)`` pairs, one per place.
+Renames = tuple[tuple[str, str], ...]
+#: How a dict record of one key sequence is coded (Codec.compact_encoded):
+#: its keys' codes, where it held a container, and its keys renamed.
+Plan = tuple[tuple[Any, ...], tuple[int, ...], Renames]
 
 
 @dataclass(frozen=True, eq=True)
@@ -69,10 +76,11 @@ class Codec:
     _key_in: dict[str, str] = field(init=False, repr=False, compare=False)
     _str_out: dict[str, str] = field(init=False, repr=False, compare=False)
     _str_in: dict[str, str] = field(init=False, repr=False, compare=False)
+    _coded: frozenset[str] = field(init=False, repr=False, compare=False)
     _out_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _split: bool = field(init=False, repr=False, compare=False)
-    _shapes: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, ...]]] = field(init=False, repr=False, compare=False)
+    _shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -100,6 +108,7 @@ class Codec:
         set_(self, "_key_in", {a: n for n, a in aliases.items()})
         set_(self, "_str_out", {**{c: ESCAPE + c for c in values.values()}, **values})
         set_(self, "_str_in", {c: v for v, c in values.items()})
+        set_(self, "_coded", frozenset((*self._str_in, *(ESCAPE + c for c in self._str_in))))
         # What compact/expand would change, as the JSON strings (bytes between
         # the quotes, escaped as orjson escapes them) that spell it: see keeps().
         set_(self, "_out_names", frozenset(_json_inner(n) for n in (*self._key_out, *self._str_out)))
@@ -159,20 +168,25 @@ class Codec:
         to reject."""
         return _compact(value, self._key_out, self._str_out)
 
-    def compact_encoded(self, value: Any, data: bytes) -> Any:
+    def compact_encoded(self, value: Any, data: bytes) -> tuple[Any, Plan | None]:
         """:meth:`compact` of a checked JSON ``value`` whose orjson encoding
-        is ``data`` (the write path). A dict record is coded by a plan kept
-        per key sequence: its keys' codes, looked up once, and which of its
-        values held a list or dict when the plan was made. The scalars are
-        mapped through the value codes in C (``map(codes.get, vals, vals)``),
-        a list of scalars likewise, and only a nested dict (or a list
-        holding containers) is walked. Exact: ``data`` without ``"~`` has no
-        key or string to escape, and a scalar that is no code is kept as it
-        is; a container where the plan has none makes the map raise (a list
-        or dict is unhashable), and the plan is made again. Anything else
-        is walked."""
+        is ``data`` (the write path), and the plan that coded it: ``(compact,
+        plan)``. A dict record is coded by a plan kept per key sequence: its
+        keys' codes, looked up once, and which of its values held a list or
+        dict when the plan was made. The scalars are mapped through the
+        value codes in C (``map(codes.get, vals, vals)``), a list of scalars
+        likewise, and only a nested dict (or a list holding containers) is
+        walked. Exact: ``data`` without ``"~`` has no key or string to
+        escape, and a scalar that is no code is kept as it is; a container
+        where the plan has none makes the map raise (a list or dict is
+        unhashable), and the plan is made again. Anything else is walked.
+
+        The plan is returned when every value was a scalar, or a list of
+        scalars where the plan has a container (else None): :meth:`renames`
+        then finds every place where the two JSON texts differ, which is
+        what a span's ``tokens_saved`` counts (only for a span that is kept)."""
         if type(value) is not dict or b'"~' in data:
-            return _compact(value, self._key_out, self._str_out)
+            return _compact(value, self._key_out, self._str_out), None
         shapes = self._shapes
         shape = tuple(value)
         plan = shapes.get(shape)
@@ -181,15 +195,17 @@ class Codec:
         for _ in range(2):
             if plan is None:
                 kget = self._key_out.get
-                plan = (tuple([kget(k, k) for k in shape]),
-                        tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]))  # fmt: skip
+                keys = tuple([kget(k, k) for k in shape])
+                plan = (keys,
+                        tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]),
+                        tuple([(k, c) for k, c in zip(shape, keys) if k != c]))  # fmt: skip
                 if len(shapes) >= _SHAPES_MAX:
                     shapes.clear()
                 shapes[shape] = plan
-            keys, nested = plan
+            keys, nested, _ = plan
             if not nested:
                 try:
-                    return dict(zip(keys, map(get, vals, vals)))
+                    return dict(zip(keys, map(get, vals, vals))), plan
                 except TypeError:  # a container where the plan had none: plan again
                     plan = None
                     continue
@@ -201,6 +217,7 @@ class Codec:
             except TypeError:
                 plan = None
                 continue
+            kept: Plan | None = plan
             for j in nested:
                 v = vals[j]
                 if type(v) is list:
@@ -208,13 +225,45 @@ class Codec:
                         v = list(map(get, v, v))
                     except TypeError:  # a list holding containers
                         v = _compact(v, self._key_out, self._str_out)
+                        kept = None
                 elif type(v) is dict:
                     v = _compact(v, self._key_out, self._str_out)
-                else:
+                    kept = None
+                else:  # a scalar where the plan had a container
                     v = get(v, v)
+                    kept = None
                 result[keys[j]] = v
-            return result
-        return _compact(value, self._key_out, self._str_out)  # pragma: no cover - a plan made from these values fits
+            return result, kept
+        return _compact(value, self._key_out, self._str_out), None  # pragma: no cover - a plan made from these values fits
+
+    def renames(self, compact: dict[str, Any], plan: Plan, *, codes: bool = True) -> Renames | None:
+        """Every ``(name, code)`` rename of a dict record that
+        :meth:`compact_encoded` coded with ``plan`` (returned, so its values
+        are scalars or, where the plan has containers, lists of scalars):
+        the plan's keys renamed, then each string that is a code or a code
+        escaped (``~`` + code, the only escape that path makes): a string
+        spelled as a code is escaped, so a code here was coded. Whether there
+        is one is found in C (``isdisjoint``); with ``codes=False`` a record
+        holding one gives None instead of its renames (the caller has a
+        cheaper way for those)."""
+        _, nested, keys = plan
+        coded = self._coded
+        if nested:
+            flat = list(compact.values())
+            lists = [flat[j] for j in nested]
+            for j in nested:
+                flat[j] = None
+            if coded.isdisjoint(flat) and coded.isdisjoint(chain.from_iterable(lists)):
+                return keys
+            vals: Iterable[Any] = chain(flat, *lists)
+        else:
+            vals = compact.values()
+            if coded.isdisjoint(vals):
+                return keys
+        if not codes:
+            return None
+        names = self._str_in
+        return keys + tuple([(names[c] if c in names else c[1:], c) for c in vals if c in coded])
 
     def expand(self, value: Any) -> Any:
         """The readable form of a compact value: inverse of :meth:`compact`.

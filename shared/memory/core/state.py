@@ -312,10 +312,11 @@ class Core:
             return data, 0
         # The compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
-        compact = values.kept(orjson.dumps(codec.compact_encoded(value, data)))
+        coded, plan = codec.compact_encoded(value, data)
+        compact = values.kept(orjson.dumps(coded))
         if len(compact) > spec.max_value_bytes:
-            compact = values.encode(codec.compact(value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
-        return compact, TokensSaved(data, compact)
+            compact = values.encode(coded, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        return compact, TokensSaved(data, compact, coded, plan, codec)
 
     def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
         """A stored value as the caller asked for it: as written (readable), or coded."""

@@ -441,29 +441,40 @@ _SAVED_MAX = 8192
 _saved_of: list[Any] = [None, False]  # the counter, and whether masking keeps its counts
 
 
-def saved(readable: bytes, stored: bytes) -> int:
+def saved(readable: bytes, stored: bytes, renames: Callable[[], Any] | None = None) -> int:
     """Tokens of the JSON ``readable`` minus tokens of its coded form
     ``stored`` (both UTF-8): :func:`difference`, exact, and remembered per
     shape: a second value that differs from one already counted only in its
     digits (the turn, a count, a time: every write of a per-turn record)
     costs two byte translations and a dict lookup, no tokenizer and no
-    search. ``hrm.memory.tokens_saved`` of a coded write."""
-    counter = _counter or get_counter()
-    if counter is not _saved_of[0]:
-        _SAVED.clear()
-        _PLACES.clear()
-        _saved_of[0] = counter
-        _saved_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
-    key = (readable.translate(_MASK), stored.translate(_MASK)) if _saved_of[1] else (readable, stored)
+    search. A new shape is counted from ``renames()`` (the ``(name, code)``
+    pairs the codec says it renamed, :func:`renamed`) when given and
+    plain, else place by place, else whole. ``hrm.memory.tokens_saved`` of
+    a coded write."""
+    key = _shape(readable, stored)
     n = _SAVED.get(key)
     if n is None:
-        n = _by_places(key[0], key[1])
+        if renames is not None:
+            n = renamed(renames())
+        if n is None:
+            n = _by_places(key[0], key[1])
         if n is None:
             n = difference(readable.decode(), stored.decode())
         if len(_SAVED) >= _SAVED_MAX:
             _SAVED.clear()
         _SAVED[key] = n
     return n
+
+
+def _shape(readable: bytes, stored: bytes) -> tuple[bytes, bytes]:
+    """What :func:`saved` remembers a count by, for the counter in use."""
+    counter = _counter or get_counter()
+    if counter is not _saved_of[0]:
+        _SAVED.clear()
+        _PLACES.clear()
+        _saved_of[0] = counter
+        _saved_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
+    return (readable.translate(_MASK), stored.translate(_MASK)) if _saved_of[1] else (readable, stored)
 
 
 #: How far around a place where the texts differ :func:`_by_places` looks,
@@ -519,6 +530,63 @@ def _by_places(a: bytes, b: bytes) -> int | None:
     return total
 
 
+# -- tokens saved by renamed names, when the compaction says where they are -----
+
+#: A name whose tokens in a JSON text are its own tokens, whatever is around
+#: it: printable ASCII that JSON does not escape (no ``"`` or ``\\``),
+#: beginning and ending with a letter or digit.
+_PLAIN = re.compile(r"[A-Za-z0-9](?:[ !#-\[\]-~]*[A-Za-z0-9])?")
+#: Tokens saved by one (name, code) rename, and by a whole tuple of them;
+#: None if a name or code is not plain. Bounded, emptied when full.
+_RENAMED: dict[Any, int | None] = {}
+_renamed_of: list[TokenCounter | None] = [None]
+
+
+def renamed(pairs: tuple[tuple[str, str], ...]) -> int | None:
+    """Tokens saved by renaming each ``name`` to its ``code`` inside a JSON
+    text (keys and whole strings, as a codec does): the sum of
+    ``count(name) - count(code)``, each remembered; None if a name or code
+    is not plain (see _PLAIN): the caller then counts the two texts
+    (:func:`saved`).
+
+    Exact: in orjson's compact JSON a key or string is preceded by a quote
+    that follows ``{``, ``,``, ``:`` or ``[``. The pre-tokenizer's match
+    holding those two characters is a punctuation run (no other
+    alternative matches them followed by a quote), which is greedy and so
+    ends exactly before a letter or digit; a name ending with a letter or
+    digit is followed by its closing quote, where every letter or digit
+    piece ends (:func:`_cut`). The name's pieces are then its pieces alone,
+    the text around it splits the same in both forms (no alternative
+    looks behind), and tokens are counted piece by piece."""
+    counter = _counter or get_counter()
+    if counter is not _renamed_of[0]:
+        _RENAMED.clear()
+        _renamed_of[0] = counter
+    memo = _RENAMED
+    n: int | None = 0
+    try:
+        return memo[pairs]  # the same renames again (a record of one shape)
+    except KeyError:
+        pass
+    total = 0
+    for pair in pairs:
+        try:
+            n = memo[pair]
+        except KeyError:
+            name, code = pair
+            plain = _PLAIN.fullmatch
+            n = counter.count(name) - counter.count(code) if plain(name) and plain(code) else None
+            memo[pair] = n
+        if n is None:
+            break
+        total += n
+    result = None if n is None else total
+    if len(memo) >= _SAVED_MAX:
+        memo.clear()
+    memo[pairs] = result
+    return result
+
+
 def tokenizer_info() -> dict[str, Any]:
     """Which counter is in use: ``counter`` ("exact"/"estimate"), ``encoding``,
     ``engine`` (tiktoken version), ``vocab_path``, ``vocab_sha256`` and, for the
@@ -540,6 +608,7 @@ __all__ = [
     "load_encoding",
     "pinned_encoding",
     "read_vocab",
+    "renamed",
     "saved",
     "tokenizer_info",
 ]

@@ -107,16 +107,38 @@ class TokensSaved:
     its parent was not sampled is never counted (a custom sampler is given
     the counted attribute, as exported)."""
 
-    __slots__ = ("readable", "stored")
+    __slots__ = ("readable", "stored", "compact", "plan", "codec")
 
-    def __init__(self, readable: bytes, stored: bytes) -> None:
+    def __init__(
+        self, readable: bytes, stored: bytes, compact: Any = None, plan: Any = None, codec: Any = None
+    ) -> None:
         self.readable = readable
         self.stored = stored
+        self.compact = compact
+        self.plan = plan
+        self.codec = codec
 
     def value(self) -> int:
+        """Exact, counted the cheapest way this write allows: a record
+        coded by a plan (``Codec.compact_encoded``) whose only renames are
+        its keys (``Codec.renames``) is counted from those
+        (``tokens.renamed``: each name's count, remembered); one holding
+        value codes from the count remembered for its shape with digits
+        masked (``tokens.saved``), else from all its renames; anything else
+        from the two texts (``tokens.saved``)."""
         from hrm_memory.core import tokens
 
+        if self.plan is not None:
+            pairs = self.codec.renames(self.compact, self.plan, codes=False)
+            if pairs is None:  # value codes: a shape counted before, or every rename
+                return tokens.saved(self.readable, self.stored, self._renames)
+            n = tokens.renamed(pairs)
+            if n is not None:
+                return n
         return tokens.saved(self.readable, self.stored)
+
+    def _renames(self) -> Any:
+        return self.codec.renames(self.compact, self.plan)
 
 
 def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
