@@ -240,7 +240,9 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
     mapped in C) gives exactly ``compact``'s result, types and key order
     included: for flat records, for the same keys holding a container the
     next time (the plan then walks that shape), and for strings that need an
-    escape; the input is not changed and never returned as the result."""
+    escape; the input is not changed and never returned as the result. Its
+    read twin ``expand_encoded`` gives exactly ``expand``'s, and reads the
+    stored form back as written."""
     codec = CODECS[name]
     words = st.sampled_from(tricky_strings(codec))
     scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | words
@@ -251,8 +253,12 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
         got, _ = codec.compact_encoded(value, raw)
         assert exact(got) == exact(codec.compact(value))
         assert exact(value) == raw and got is not value
+        stored = exact(got)  # read back: decoded from the stored bytes, expanded by a plan of its own
+        assert exact(codec.expand_encoded(orjson.loads(stored), stored)) == raw
+        assert exact(codec.expand_encoded(value, raw)) == exact(codec.expand(value))
     other = data.draw(json_values(codec))
     assert exact(codec.compact_encoded(other, exact(other))[0]) == exact(codec.compact(other))
+    assert exact(codec.expand_encoded(other, exact(other))) == exact(codec.expand(other))
 
 
 def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:

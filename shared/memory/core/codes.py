@@ -81,6 +81,7 @@ class Codec:
     _in_names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _split: bool = field(init=False, repr=False, compare=False)
     _shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
+    _in_shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -119,6 +120,7 @@ class Codec:
         # string spelled as a name is a whole piece between two quotes.
         set_(self, "_split", not any(b'"' in n for n in (*self._out_names, *self._in_names)))
         set_(self, "_shapes", {})
+        set_(self, "_in_shapes", {})
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -187,54 +189,17 @@ class Codec:
         what a span's ``tokens_saved`` counts (only for a span that is kept)."""
         if type(value) is not dict or b'"~' in data:
             return _compact(value, self._key_out, self._str_out), None
-        shapes = self._shapes
-        shape = tuple(value)
-        plan = shapes.get(shape)
-        get = self._str_out.get
-        vals = list(value.values())
-        for _ in range(2):
-            if plan is None:
-                kget = self._key_out.get
-                keys = tuple([kget(k, k) for k in shape])
-                plan = (keys,
-                        tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]),
-                        tuple([(k, c) for k, c in zip(shape, keys) if k != c]))  # fmt: skip
-                if len(shapes) >= _SHAPES_MAX:
-                    shapes.clear()
-                shapes[shape] = plan
-            keys, nested, _ = plan
-            if not nested:
-                try:
-                    return dict(zip(keys, map(get, vals, vals))), plan
-                except TypeError:  # a container where the plan had none: plan again
-                    plan = None
-                    continue
-            flat = vals.copy()
-            for j in nested:
-                flat[j] = None
-            try:
-                result = dict(zip(keys, map(get, flat, flat)))
-            except TypeError:
-                plan = None
-                continue
-            kept: Plan | None = plan
-            for j in nested:
-                v = vals[j]
-                if type(v) is list:
-                    try:
-                        v = list(map(get, v, v))
-                    except TypeError:  # a list holding containers
-                        v = _compact(v, self._key_out, self._str_out)
-                        kept = None
-                elif type(v) is dict:
-                    v = _compact(v, self._key_out, self._str_out)
-                    kept = None
-                else:  # a scalar where the plan had a container
-                    v = get(v, v)
-                    kept = None
-                result[keys[j]] = v
-            return result, kept
-        return _compact(value, self._key_out, self._str_out), None  # pragma: no cover - a plan made from these values fits
+        return _planned(value, self._key_out, self._str_out, self._shapes, _compact)
+
+    def expand_encoded(self, value: Any, data: bytes) -> Any:
+        """:meth:`expand` of the JSON value decoded from ``data`` (the read
+        path), by a plan kept per key sequence as :meth:`compact_encoded`
+        does: ``data`` without ``"~`` has no escape to undo, so a dict
+        record's keys and strings become their names by lookups in C, and
+        only a nested dict or a list of containers is walked."""
+        if type(value) is not dict or b'"~' in data:
+            return _expand(value, self._key_in, self._str_in)
+        return _planned(value, self._key_in, self._str_in, self._in_shapes, _expand)[0]
 
     def renames(self, compact: dict[str, Any], plan: Plan, *, codes: bool = True) -> Renames | None:
         """Every ``(name, code)`` rename of a dict record that
@@ -316,6 +281,66 @@ class Codec:
 #: Plans of dict shapes kept per codec (see Codec.compact_encoded): bounded,
 #: emptied when full.
 _SHAPES_MAX = 1024
+
+
+def _planned(
+    value: dict[str, Any],
+    key_table: dict[str, str],
+    str_table: dict[str, str],
+    shapes: dict[tuple[Any, ...], Plan],
+    walk: Callable[[Any, Mapping[str, str], Mapping[str, str]], Any],
+) -> tuple[dict[str, Any], Plan | None]:
+    """``walk(value, key_table, str_table)`` of a dict record holding no
+    escape, by a plan kept in ``shapes`` per key sequence (see
+    Codec.compact_encoded), and the plan when nothing was walked."""
+    shape = tuple(value)
+    plan = shapes.get(shape)
+    get = str_table.get
+    vals = list(value.values())
+    for _ in range(2):
+        if plan is None:
+            kget = key_table.get
+            keys = tuple([kget(k, k) for k in shape])
+            plan = (keys,
+                    tuple([j for j, v in enumerate(vals) if type(v) is list or type(v) is dict]),
+                    tuple([(k, c) for k, c in zip(shape, keys) if k != c]))  # fmt: skip
+            if len(shapes) >= _SHAPES_MAX:
+                shapes.clear()
+            shapes[shape] = plan
+        keys, nested, _ = plan
+        if not nested:
+            try:
+                return dict(zip(keys, map(get, vals, vals))), plan
+            except TypeError:  # a container where the plan had none: plan again
+                plan = None
+                continue
+        flat = vals.copy()
+        for j in nested:
+            flat[j] = None
+        try:
+            result = dict(zip(keys, map(get, flat, flat)))
+        except TypeError:
+            plan = None
+            continue
+        kept: Plan | None = plan
+        for j in nested:
+            v = vals[j]
+            if type(v) is list:
+                try:
+                    v = list(map(get, v, v))
+                except TypeError:  # a list holding containers
+                    v = walk(v, key_table, str_table)
+                    kept = None
+            elif type(v) is dict:
+                v = walk(v, key_table, str_table)
+                kept = None
+            else:  # a scalar where the plan had a container
+                v = get(v, v)
+                kept = None
+            result[keys[j]] = v
+        return result, kept
+    return walk(value, key_table, str_table), None  # pragma: no cover - a plan made from these values fits
+
 
 #: The quoted strings of a JSON document, as the bytes between the quotes
 #: (escapes kept): outside strings JSON has no quote, so each match starts

@@ -330,7 +330,7 @@ class Core:
         if compact:
             return value
         codec = self.codec(spec)
-        return value if codec is None or codec.expands_nothing(data) else codec.expand(value)
+        return value if codec is None or codec.expands_nothing(data) else codec.expand_encoded(value, data)
 
     def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
         """``value`` (stored coded) in its readable form: as written."""
