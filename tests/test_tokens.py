@@ -437,7 +437,7 @@ def test_saved_masks_digits_only_when_every_short_number_is_one_token(monkeypatc
     _exact_or_skip()
     real = tokens.get_counter()
     assert tokens.saved(b'{"stance_used":1}', b'{"st":1}') == tokens.count('{"stance_used":1}') - tokens.count('{"st":1}')
-    assert tokens._saved_of[1] is True  # o200k_base: every 1-3 digit number is one token
+    assert tokens._memo_of[1] is True  # o200k_base: every 1-3 digit number is one token
 
     def odd(text: str) -> int:  # "7" costs two tokens: masking 7 as 0 would change counts
         return real.count(text) + text.count("7")
@@ -446,5 +446,5 @@ def test_saved_masks_digits_only_when_every_short_number_is_one_token(monkeypatc
     a, b = b'{"stance_used":7,"x":"sensemaking"}', b'{"st":7,"x":"sm"}'
     a0, b0 = a.replace(b"7", b"0"), b.replace(b"7", b"0")
     assert tokens.saved(a0, b0) == odd(a0.decode()) - odd(b0.decode())
-    assert tokens._saved_of[1] is False
+    assert tokens._memo_of[1] is False
     assert tokens.saved(a, b) == odd(a.decode()) - odd(b.decode())

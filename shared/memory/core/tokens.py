@@ -399,21 +399,33 @@ def _window(a: str, b: str) -> tuple[int, int]:
     return start, end
 
 
+#: The counter whose counts the memories below hold (_SEGMENTS, _SAVED,
+#: _PLACES, _RENAMED), and whether masking digits keeps its counts (see
+#: _MASK): every memory is emptied when the process-wide counter is rebuilt.
+_memo_of: list[Any] = [None, False]
+
+
+def _memo_counter() -> TokenCounter:
+    """The counter in use, the memories emptied if it is not theirs."""
+    counter = _counter or get_counter()
+    if counter is not _memo_of[0]:
+        for memo in (_SEGMENTS, _SAVED, _PLACES, _RENAMED):
+            memo.clear()
+        _memo_of[0] = counter
+        _memo_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
+    return counter
+
+
 #: Counts of the middles :func:`difference` counted: records of one shape
 #: differ from their coded form in the same few places (``,"tags":["inbox``
 #: against ``,"t":["inbox``), so the same middles come back write after
 #: write. Bounded: emptied when full.
-#: Kept for one counter (emptied if the process-wide counter is rebuilt).
 _SEGMENTS: dict[str, int] = {}
 _SEGMENTS_MAX = 8192
-_segments_of: list[TokenCounter | None] = [None]
 
 
 def _segment(text: str) -> int:
-    counter = _counter or get_counter()
-    if counter is not _segments_of[0]:
-        _SEGMENTS.clear()
-        _segments_of[0] = counter
+    counter = _memo_counter()
     n = _SEGMENTS.get(text)
     if n is None:
         n = counter.count(text)
@@ -427,7 +439,7 @@ def _segment(text: str) -> int:
 
 #: Every ASCII digit as ``0``: the same pieces (digits are pieces of one to
 #: three of their own), and, when every number of one to three digits is one
-#: token (o200k_base: checked once per counter, see _digits_free), the same
+#: token (o200k_base: checked once per counter, see _memo_counter), the same
 #: count: so a value and its coded form count as they do with their digits
 #: masked, and values of one shape that differ only in their numbers share
 #: one entry of _SAVED.
@@ -435,10 +447,9 @@ _MASK = bytes.maketrans(b"0123456789", b"0000000000")
 _DIGIT_PIECES = tuple(f"{i:0{n}d}" for n in (1, 2, 3) for i in range(10**n))
 
 #: tokens saved by (readable, stored) JSON, digits masked when that keeps
-#: counts (else as they are): bounded, emptied when full; kept for one counter.
+#: counts (else as they are): bounded, emptied when full.
 _SAVED: dict[tuple[bytes, bytes], int] = {}
 _SAVED_MAX = 8192
-_saved_of: list[Any] = [None, False]  # the counter, and whether masking keeps its counts
 
 
 def saved(readable: bytes, stored: bytes, renames: Callable[[], Any] | None = None) -> int:
@@ -468,13 +479,8 @@ def saved(readable: bytes, stored: bytes, renames: Callable[[], Any] | None = No
 
 def _shape(readable: bytes, stored: bytes) -> tuple[bytes, bytes]:
     """What :func:`saved` remembers a count by, for the counter in use."""
-    counter = _counter or get_counter()
-    if counter is not _saved_of[0]:
-        _SAVED.clear()
-        _PLACES.clear()
-        _saved_of[0] = counter
-        _saved_of[1] = all(counter.count(d) == 1 for d in _DIGIT_PIECES)
-    return (readable.translate(_MASK), stored.translate(_MASK)) if _saved_of[1] else (readable, stored)
+    _memo_counter()
+    return (readable.translate(_MASK), stored.translate(_MASK)) if _memo_of[1] else (readable, stored)
 
 
 #: How far around a place where the texts differ :func:`_by_places` looks,
@@ -539,7 +545,6 @@ _PLAIN = re.compile(r"[A-Za-z0-9](?:[ !#-\[\]-~]*[A-Za-z0-9])?")
 #: Tokens saved by one (name, code) rename, and by a whole tuple of them;
 #: None if a name or code is not plain. Bounded, emptied when full.
 _RENAMED: dict[Any, int | None] = {}
-_renamed_of: list[TokenCounter | None] = [None]
 
 
 def renamed(pairs: tuple[tuple[str, str], ...]) -> int | None:
@@ -558,29 +563,26 @@ def renamed(pairs: tuple[tuple[str, str], ...]) -> int | None:
     piece ends (:func:`_cut`). The name's pieces are then its pieces alone,
     the text around it splits the same in both forms (no alternative
     looks behind), and tokens are counted piece by piece."""
-    counter = _counter or get_counter()
-    if counter is not _renamed_of[0]:
-        _RENAMED.clear()
-        _renamed_of[0] = counter
+    counter = _memo_counter()
     memo = _RENAMED
-    n: int | None = 0
     try:
         return memo[pairs]  # the same renames again (a record of one shape)
     except KeyError:
         pass
+    plain = _PLAIN.fullmatch
     total = 0
+    result: int | None = None
     for pair in pairs:
         try:
             n = memo[pair]
         except KeyError:
             name, code = pair
-            plain = _PLAIN.fullmatch
-            n = counter.count(name) - counter.count(code) if plain(name) and plain(code) else None
-            memo[pair] = n
+            n = memo[pair] = counter.count(name) - counter.count(code) if plain(name) and plain(code) else None
         if n is None:
             break
         total += n
-    result = None if n is None else total
+    else:
+        result = total
     if len(memo) >= _SAVED_MAX:
         memo.clear()
     memo[pairs] = result
