@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hrm_memory.namespaces import seed
 from hrm_memory.namespaces.codecs import CODECS, COACHING_CODES, NAMESPACE_CODECS, PATTERN_CODES, RELATIONSHIP_CODES, UNCODED
 from hrm_memory.core.codes import ESCAPE, Codec, CodecRegistry
+from hrm_memory.core.values import snapshot
 from hrm_memory.namespaces import seed_codecs
 from hrm_memory.core.errors import InvalidNamespace, MemoryStoreError
 
@@ -250,14 +251,22 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
     for _ in range(3):  # the same shape again: its plan is reused, or dropped for a container
         value = {k: data.draw(scalars | json_values(codec) if data.draw(st.booleans()) else scalars) for k in keys}
         raw = exact(value)
-        got, _ = codec.compact_encoded(value, raw)
+        got = codec.compact_encoded(value, raw)
         assert exact(got) == exact(codec.compact(value))
         assert exact(value) == raw and got is not value
+        # renames_of lists a record's renames without the walk: none exactly
+        # when the codec keeps it, and the same for a hot record's copy
+        # (its arrays tuples) as for the value
+        pairs = codec.renames_of(value, raw)
+        if pairs is not None:
+            assert (pairs == ()) == (exact(got) == raw)
+            assert pairs == () or not codec.keeps(raw)  # (keeps may say False of a kept record: a name in another role)
+        assert codec.renames_of(snapshot(value)[0], raw) == pairs
         stored = exact(got)  # read back: decoded from the stored bytes, expanded by a plan of its own
         assert exact(codec.expand_encoded(orjson.loads(stored), stored)) == raw
         assert exact(codec.expand_encoded(value, raw)) == exact(codec.expand(value))
     other = data.draw(json_values(codec))
-    assert exact(codec.compact_encoded(other, exact(other))[0]) == exact(codec.compact(other))
+    assert exact(codec.compact_encoded(other, exact(other))) == exact(codec.compact(other))
     assert exact(codec.expand_encoded(other, exact(other))) == exact(codec.expand(other))
 
 
@@ -313,18 +322,22 @@ def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data
     scalars = names | st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | words | st.text(max_size=8)
     flat = scalars | st.lists(scalars, max_size=4)
     keys = data.draw(st.lists(words | st.text(max_size=6), max_size=7, unique=True))
-    for _ in range(3):  # the same shape again: the plan's renames are reused
+    for _ in range(3):  # the same shape again: its key renames are reused
         value = {k: data.draw(flat | flat | flat | json_values(codec)) for k in keys}
         raw = exact(value)
-        coded, plan = codec.compact_encoded(value, raw)
-        stored = exact(coded)
+        stored = exact(codec.compact(value))
         want = counter.count(raw.decode()) - counter.count(stored.decode())
-        assert TokensSaved(raw, stored, coded, plan, codec).value() == want
-        if plan is not None:  # the renames are the places the texts differ, and no others
-            renames = codec.renames(coded, plan)
-            for old, new in renames:
+        pairs = codec.renames_of(value, raw)
+        # a warm write (the coded form and the renames found at the write),
+        # a hot one (the record's private copy) and one read back from JSON
+        assert TokensSaved(raw, codec, stored=stored, pairs=pairs).value() == want
+        copy = snapshot(value)  # (None for a value a write refuses: an infinity)
+        assert copy is None or TokensSaved(raw, codec, copy[0]).value() == want
+        assert TokensSaved(raw, codec).value() == want
+        if pairs is not None:  # the renames are the places the texts differ, and no others
+            for old, new in pairs:
                 assert exact(old)[1:-1] in raw and exact(new)[1:-1] in stored
-            assert (renames == ()) == (raw == stored)
+            assert (pairs == ()) == (raw == stored)
 
 
 @pytest.mark.parametrize("place", ["first", "after a string", "after a number", "after true", "after null",
@@ -351,7 +364,8 @@ def test_tokens_saved_from_renames_for_names_that_read_differently_beside_a_quot
         else:
             value = {**before, name: "v", "end": 1}
         raw = exact(value)
-        coded, plan = _AWKWARD.compact_encoded(value, raw)
-        stored = exact(coded)
+        stored = exact(_AWKWARD.compact(value))
         want = counter.count(raw.decode()) - counter.count(stored.decode())
-        assert TokensSaved(raw, stored, coded, plan, _AWKWARD).value() == want, (name, raw, stored, plan)
+        pairs = _AWKWARD.renames_of(value, raw)
+        assert TokensSaved(raw, _AWKWARD, stored=stored, pairs=pairs).value() == want, (name, raw, stored, pairs)
+        assert TokensSaved(raw, _AWKWARD, snapshot(value)[0]).value() == want, (name, raw, stored)

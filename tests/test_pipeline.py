@@ -33,6 +33,8 @@ from hrm_memory.core.state import DECLARATIONS_RECHECK
 
 REPO = Path(__file__).resolve().parent.parent
 CODED = sorted(s.name for s in seed() if s.codec is not None and s.tier == "warm" and s.consent is None)
+#: Hot namespaces with a codec: kept as written, coded when asked for.
+HOT_CODED = sorted(s.name for s in seed() if s.codec is not None and s.tier == "hot")
 
 json_values = st.recursive(
     st.none()
@@ -78,6 +80,37 @@ def test_read_returns_what_was_written(mm: MemoryManager, namespace: str, value:
     assert same(rec.value, value)
     compact = coded_store.read(namespace, "k", compact=True)
     assert same(coded_store.expand(namespace, compact), value)
+
+
+def test_there_are_hot_coded_namespaces() -> None:
+    assert {"focus.fast", "altitude.session"} <= set(HOT_CODED)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(namespace=st.sampled_from(HOT_CODED), value=json_values)
+def test_a_hot_record_is_coded_when_asked_for_exactly_as_a_warm_one_is_stored(
+    mm: MemoryManager, namespace: str, value: Any
+) -> None:
+    """A hot record is kept as written (docs/tracing.md, "Where the codes
+    live"); a compact read, a compact query and the tokens report's view code
+    it then, to exactly the codec's compact form: what a warm namespace with
+    the same codec stores."""
+    from hrm_memory.namespaces.codecs import CODECS
+
+    codec = CODECS[next(s.codec for s in seed() if s.name == namespace)]
+    mm.write(namespace, "k", value)
+    assert same(mm.read(namespace, "k"), value) and same(mm.get_record(namespace, "k").value, value)
+    compact = mm.read(namespace, "k", compact=True)
+    assert same(compact, codec.compact(value))
+    assert same(mm.get_record(namespace, "k", compact=True).value, compact)
+    (rec,) = mm.query(namespace, "k", compact=True)
+    assert same(rec.value, compact)
+    (rec,) = mm.query(namespace, "*", compact=True)
+    assert same(rec.value, compact)
+    assert same(mm.expand(namespace, compact), value)
+    mm.update(namespace, "k", lambda v: v)  # an update keeps it as written too
+    assert same(mm.read(namespace, "k"), value) and same(mm.read(namespace, "k", compact=True), compact)
+    mm.delete(namespace, "k")
 
 
 def test_compact_form_differs_where_the_codec_applies(mm: MemoryManager) -> None:

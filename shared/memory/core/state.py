@@ -291,46 +291,58 @@ class Core:
 
     def encode(self, spec: NamespaceSpec, key: str, value: Any) -> tuple[bytes, Any]:
         """Validate ``value`` (JSON, schema) and return ``(stored bytes,
-        tokens_saved attribute)``: the compact form when the namespace has a
-        codec. Token counting is deferred to span finishing."""
+        tokens_saved attribute)``: in a namespace with a codec, the coded
+        form (warm and cold), or the value as written (hot: see
+        :meth:`decoded`). Token counting is deferred to span finishing."""
         data = values.encode(value, limit=spec.max_value_bytes, namespace=spec.name, key=key)
         if spec.schema is not None:
             self.schemas.validate(spec, key, value)
         codec = self.codec(spec)
         if codec is None:
             return data, 0
+        if spec.tier == "hot":
+            return data, TokensSaved(data, codec)
         return self.compacted(spec, key, value, data, codec)
 
     def compacted(self, spec: NamespaceSpec, key: str, value: Any, data: bytes, codec: Codec) -> tuple[bytes, Any]:
         """``(stored bytes, tokens_saved)`` of a checked ``value`` encoded as
         ``data`` in a namespace with ``codec``. A value with nothing to code
-        (:meth:`Codec.keeps`, decided on ``data``: the usual record) is
-        stored as ``data`` and saves 0 tokens, exactly, with no walk, no
-        second encoding and no tokenizer; else its compact form, and a
-        :class:`TokensSaved` counted when (and if) its span is finished."""
-        if codec.keeps(data):
+        (a dict record with no rename, :meth:`Codec.renames_of`, else
+        :meth:`Codec.keeps`, decided on ``data``) is stored as ``data`` and
+        saves 0 tokens, exactly, with no walk, no second encoding and no
+        tokenizer; else its compact form, and a :class:`TokensSaved` counted
+        when (and if) its span is finished."""
+        pairs = codec.renames_of(value, data)
+        if pairs == () or (pairs is None and codec.keeps(data)):
             return data, 0
         # The compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
-        coded, plan = codec.compact_encoded(value, data)
+        coded = codec.compact_encoded(value, data)
         compact = values.kept(orjson.dumps(coded))
         if len(compact) > spec.max_value_bytes:
             compact = values.encode(coded, limit=spec.max_value_bytes, namespace=spec.name, key=key)
-        return compact, TokensSaved(data, compact, coded, plan, codec)
+        return compact, TokensSaved(data, codec, stored=compact, pairs=pairs)
 
     def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
         """A stored value as the caller asked for it: as written (readable), or coded."""
         return self.decoded(spec, stored.value, compact)
 
     def decoded(self, spec: NamespaceSpec, data: bytes, compact: bool) -> Any:
-        """Stored bytes as the caller asked for them: as written, or coded. A
-        value with nothing to expand (:meth:`Codec.expands_nothing`, decided
-        on the bytes) is the decoded value itself: no walk."""
+        """Stored bytes as the caller asked for them: as written, or coded.
+        A hot namespace keeps its values as written (process memory: codes
+        pay at the prompt, so they are made when asked for); every other
+        stores the coded form. A value with nothing to expand
+        (:meth:`Codec.expands_nothing`, decided on the bytes) is the decoded
+        value itself: no walk."""
         value = values.loads(data)
+        codec = self.codec(spec)
+        if codec is None:
+            return value
+        if spec.tier == "hot":
+            return codec.compact_encoded(value, data) if compact else value
         if compact:
             return value
-        codec = self.codec(spec)
-        return value if codec is None or codec.expands_nothing(data) else codec.expand_encoded(value, data)
+        return value if codec.expands_nothing(data) else codec.expand_encoded(value, data)
 
     def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
         """``value`` (stored coded) in its readable form: as written."""

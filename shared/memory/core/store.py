@@ -35,7 +35,7 @@ from hrm_memory.core.records import MISSING, Event, Record, Stored
 from hrm_memory.core.spec import NamespaceSpec, check_key
 from hrm_memory.core.state import DECLARATIONS_RECHECK, GLOB, Attrs, Core, Handlers, _monotonic, now_us
 from hrm_memory.core.values import clone, encode_snapshot
-from hrm_memory.tracing.spans import OpSpan, current_trace_id
+from hrm_memory.tracing.spans import OpSpan, TokensSaved, current_trace_id
 
 _time_ns = time.time_ns
 _new = tuple.__new__  # a Stored from a hot entry's fields, without a Python-level __new__
@@ -118,7 +118,7 @@ class Records:
             obj = entry[6]
             if obj is not MISSING and not (compact and spec.codec is not None):
                 # A private copy of the value as written: copy its containers.
-                # (Coded, asked for: the stored bytes, below.)
+                # (Coded, asked for: coded from its JSON, below.)
                 plan = entry[7]
                 if plan is None:
                     value = obj  # a scalar
@@ -162,18 +162,17 @@ class Records:
         if scope is not None:
             self.core.may_write(scope, spec)
         if spec.tier == "hot":
-            # A hot record keeps a private copy of its value as written for
-            # reads (see _get); with a codec, its bytes are the coded form
-            # (what compact reads, query and context see), made only when
-            # the value has something to code.
+            # A hot record keeps its value as written: its JSON, and a
+            # private copy for reads (see _get). Codes are made where they
+            # pay, when asked for (compact reads, query, context(): see
+            # Core.decoded); a traced write's tokens_saved is counted when
+            # its span is finished.
             data, obj, plan = encode_snapshot(value, spec.max_value_bytes, spec.name, key)
             if spec.schema is not None:
                 self.schemas.validate(spec, key, value)
             saved: Any = 0
-            if spec.codec is not None:
-                codec = self.core.codec(spec)
-                assert codec is not None
-                data, saved = self.core.compacted(spec, key, value, data, codec)
+            if span is not None and spec.codec is not None:
+                saved = TokensSaved(data, self.core.codec(spec), obj)
             bus = self.bus
             with self.backend.lock(spec.name):
                 stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)

@@ -452,23 +452,19 @@ _SAVED: dict[tuple[bytes, bytes], int] = {}
 _SAVED_MAX = 8192
 
 
-def saved(readable: bytes, stored: bytes, renames: Callable[[], Any] | None = None) -> int:
+def saved(readable: bytes, stored: bytes) -> int:
     """Tokens of the JSON ``readable`` minus tokens of its coded form
     ``stored`` (both UTF-8): :func:`difference`, exact, and remembered per
     shape: a second value that differs from one already counted only in its
     digits (the turn, a count, a time: every write of a per-turn record)
     costs two byte translations and a dict lookup, no tokenizer and no
-    search. A new shape is counted from ``renames()`` (the ``(name, code)``
-    pairs the codec says it renamed, :func:`renamed`) when given and
-    plain, else place by place, else whole. ``hrm.memory.tokens_saved`` of
-    a coded write."""
+    search. A new shape is counted place by place, else whole.
+    ``hrm.memory.tokens_saved`` of a coded write whose renames could not be
+    listed (see :func:`renamed`)."""
     key = _shape(readable, stored)
     n = _SAVED.get(key)
     if n is None:
-        if renames is not None:
-            n = renamed(renames())
-        if n is None:
-            n = _by_places(key[0], key[1])
+        n = _by_places(key[0], key[1])
         if n is None:
             n = difference(readable.decode(), stored.decode())
         if len(_SAVED) >= _SAVED_MAX:

@@ -57,8 +57,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
+
+from hrm_memory.core import tokens
 
 try:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -95,50 +98,56 @@ _NOT_SAMPLED = trace.TraceFlags(trace.TraceFlags.DEFAULT)
 _DEFAULT_STATE = trace.DEFAULT_TRACE_STATE
 
 
+#: TokensSaved's ``obj`` when the value is to be read back from its JSON.
+DECODE: Any = object()
+
+
 class TokensSaved:
     """A span attribute computed when the span is finished, not when the
-    operation runs: tokens of the readable form minus tokens of the stored
-    compact form, counted with the real tokenizer (:mod:`hrm_memory.core.tokens`).
+    operation runs: tokens of the value as written minus tokens of its
+    coded form (what a warm record stores, and what compact reads and
+    ``context()`` show), counted with the real tokenizer
+    (:mod:`hrm_memory.core.tokens`). Counted only for a span that is kept:
+    with the SDK's default sampler, a span dropped because its parent was
+    not sampled is never counted (a custom sampler is given the counted
+    attribute, as exported).
 
-    Made only for a write whose value the codec changes: a value with
-    nothing to code is stored as its own JSON and its attribute is the int
-    0 (exact, no tokenizer; ``Core.compacted``). Counted only for a span
-    that is kept: with the SDK's default sampler, a span dropped because
-    its parent was not sampled is never counted (a custom sampler is given
-    the counted attribute, as exported)."""
+    ``readable`` is the value's JSON; ``obj`` the value itself, private to
+    the record (a hot record's copy; :data:`DECODE` to read it back from
+    ``readable``); ``stored`` the coded JSON when the write made it, and
+    ``pairs`` the renames the write found (``Codec.renames_of``; None: not
+    found that way), when it looked."""
 
-    __slots__ = ("readable", "stored", "compact", "plan", "codec")
+    __slots__ = ("codec", "obj", "pairs", "readable", "stored")
 
-    def __init__(
-        self, readable: bytes, stored: bytes, compact: Any = None, plan: Any = None, codec: Any = None
-    ) -> None:
+    def __init__(self, readable: bytes, codec: Any, obj: Any = DECODE, stored: bytes | None = None,
+                 pairs: Any = DECODE) -> None:  # fmt: skip
         self.readable = readable
-        self.stored = stored
-        self.compact = compact
-        self.plan = plan
         self.codec = codec
+        self.obj = obj
+        self.stored = stored
+        self.pairs = pairs
 
     def value(self) -> int:
-        """Exact, counted the cheapest way this write allows: a record
-        coded by a plan (``Codec.compact_encoded``) whose only renames are
-        its keys (``Codec.renames``) is counted from those
-        (``tokens.renamed``: each name's count, remembered); one holding
-        value codes from the count remembered for its shape with digits
-        masked (``tokens.saved``), else from all its renames; anything else
-        from the two texts (``tokens.saved``)."""
-        from hrm_memory.core import tokens
-
-        if self.plan is not None:
-            pairs = self.codec.renames(self.compact, self.plan, codes=False)
-            if pairs is None:  # value codes: a shape counted before, or every rename
-                return tokens.saved(self.readable, self.stored, self._renames)
+        """Exact, counted the cheapest way this write allows: a dict record
+        whose renames the codec can list (``Codec.renames_of``: its renamed
+        keys and coded strings) is counted from those (``tokens.renamed``:
+        each name's count, remembered; none: 0); anything else from the two
+        texts (``tokens.saved``)."""
+        pairs = self.pairs
+        if pairs is DECODE:
+            obj = self.obj
+            pairs = self.codec.renames_of(orjson.loads(self.readable) if obj is DECODE else obj, self.readable)
+        if pairs is not None:
+            if not pairs:
+                return 0
             n = tokens.renamed(pairs)
             if n is not None:
                 return n
-        return tokens.saved(self.readable, self.stored)
-
-    def _renames(self) -> Any:
-        return self.codec.renames(self.compact, self.plan)
+        stored = self.stored
+        if stored is None:
+            stored = orjson.dumps(self.codec.compact(orjson.loads(self.readable)))
+        return tokens.saved(self.readable, stored)
 
 
 def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
