@@ -262,12 +262,38 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
             assert (pairs == ()) == (exact(got) == raw)
             assert pairs == () or not codec.keeps(raw)  # (keeps may say False of a kept record: a name in another role)
         assert codec.renames_of(snapshot(value)[0], raw) == pairs
+        if pairs is not None:  # coded on the bytes where only keys are renamed: exactly the same JSON
+            on_bytes = codec.compact_json(raw, pairs)
+            assert on_bytes is None or on_bytes == exact(got)
         stored = exact(got)  # read back: decoded from the stored bytes, expanded by a plan of its own
         assert exact(codec.expand_encoded(orjson.loads(stored), stored)) == raw
         assert exact(codec.expand_encoded(value, raw)) == exact(codec.expand(value))
     other = data.draw(json_values(codec))
     assert exact(codec.compact_encoded(other, exact(other))) == exact(codec.compact(other))
     assert exact(codec.expand_encoded(other, exact(other))) == exact(codec.expand(other))
+
+
+@pytest.mark.parametrize("codec", [CODECS["altitude"], CODECS["focus"]], ids=["altitude", "focus"])
+def test_compact_json_edits_only_the_keys_it_renames(codec: Codec) -> None:
+    """``compact_json`` codes a record whose only renames are keys on its
+    JSON bytes: exact beside strings and keys that spell ``"name":`` inside
+    them, and it declines (None) where a backslash could hide a quote."""
+    name, alias = next(iter(codec.aliases.items()))
+    cases = [
+        ({name: 1, "note": f'say "{name}": no'}, "declined"),  # the pattern inside a string (escaped quotes)
+        ({f'x "{name}': 1, name: 2}, "declined"),  # a key that ends with it
+        ({name: [name, f"{name}:"], "k": f"{name}:"}, "coded"),  # the name as strings, a colon after
+        ({name: 1, "other": {"deep": 1}}, "walked"),  # a nested dict: renames_of does not answer
+        ({name: 1, "plain": "words", "n": [1, 2.5, None, True]}, "coded"),
+    ]
+    for value, expected in cases:
+        raw = exact(value)
+        pairs = codec.renames_of(value, raw)
+        on_bytes = None if pairs is None else codec.compact_json(raw, pairs)
+        got = "walked" if pairs is None else "declined" if on_bytes is None else "coded"
+        assert got == expected, value
+        if on_bytes is not None:
+            assert on_bytes == exact(codec.compact(value)), value
 
 
 def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:

@@ -81,6 +81,7 @@ class Codec:
     _shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
     _in_shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
     _key_renames: dict[tuple[Any, ...], Renames] = field(init=False, repr=False, compare=False)
+    _key_edits: dict[Renames, tuple[tuple[bytes, bytes], ...] | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
@@ -123,6 +124,7 @@ class Codec:
         set_(self, "_shapes", {})
         set_(self, "_in_shapes", {})
         set_(self, "_key_renames", {})
+        set_(self, "_key_edits", {})
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -218,7 +220,9 @@ class Codec:
             keys = tuple([(k, out[k]) for k in shape if k in out])
             if len(self._key_renames) >= _SHAPES_MAX:
                 self._key_renames.clear()
+                self._key_edits.clear()
             self._key_renames[shape] = keys
+            self._key_edits[keys] = self._edits(keys)
         codes = self._str_out
         found: list[tuple[str, str]] = []
         for v in value.values():
@@ -237,6 +241,44 @@ class Codec:
             elif t is dict:
                 return None
         return keys + tuple(found) if found else keys
+
+    def compact_json(self, data: bytes, pairs: Renames) -> bytes | None:
+        """The coded JSON of the record :meth:`renames_of` found ``pairs``
+        in, made on its JSON ``data``, when every rename is of a key to its
+        alias (the usual coded record): ``data`` with each ``"name":``
+        replaced by ``"alias":``, in C. None otherwise (a coded string, an
+        escape, a name JSON spells differently, or a ``\\`` in ``data``):
+        the caller codes the value.
+
+        Exact: ``renames_of`` answers only for a record with no nested dict
+        and no string starting with ``~``; without a backslash every quote
+        of ``data`` is structural, so ``"name":`` is found only where a key
+        is exactly ``name``, a key of the record itself, found once. No
+        alias is a name (a codec has no chains), and a record holding a key
+        spelled as an alias has an escape among its renames, so one
+        replacement never makes a place for another."""
+        edits = self._key_edits.get(pairs)
+        if edits is None or b"\\" in data:
+            return None
+        for old, new in edits:
+            data = data.replace(old, new)
+        return data
+
+    def _edits(self, keys: Renames) -> tuple[tuple[bytes, bytes], ...] | None:
+        """The byte edits of :meth:`compact_json` for a key sequence's
+        renames ``keys``, or None where they would not be exact: an escape,
+        a name that JSON spells with an escape or that also has the same
+        code as a string (so that a record's pairs cannot be told from its
+        keys' pairs)."""
+        edits = []
+        for name, code in keys:
+            if code[:1] == ESCAPE or self._str_out.get(name) == code:
+                return None
+            old, new = _json_inner(name), _json_inner(code)
+            if old != name.encode() or new != code.encode():
+                return None
+            edits.append((b'"' + old + b'":', b'"' + new + b'":'))
+        return tuple(edits)
 
     def expand(self, value: Any) -> Any:
         """The readable form of a compact value: inverse of :meth:`compact`.

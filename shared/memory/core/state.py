@@ -310,17 +310,22 @@ class Core:
         (a dict record with no rename, :meth:`Codec.renames_of`, else
         :meth:`Codec.keeps`, decided on ``data``) is stored as ``data`` and
         saves 0 tokens, exactly, with no walk, no second encoding and no
-        tokenizer; else its compact form, and a :class:`TokensSaved` counted
-        when (and if) its span is finished."""
+        tokenizer; one whose renames are all keys is coded on ``data``
+        (:meth:`Codec.compact_json`); else its compact form is made from the
+        value. With it, a :class:`TokensSaved` counted when (and if) its
+        span is finished."""
         pairs = codec.renames_of(value, data)
         if pairs == () or (pairs is None and codec.keeps(data)):
             return data, 0
-        # The compact form of checked JSON is JSON (the codec only renames
+        # A record whose only renames are keys is coded on its JSON; else
+        # the compact form of checked JSON is JSON (the codec only renames
         # keys and strings): a plain dump, without a second exactness check.
-        coded = codec.compact_encoded(value, data)
-        compact = values.kept(orjson.dumps(coded))
-        if len(compact) > spec.max_value_bytes:
-            compact = values.encode(coded, limit=spec.max_value_bytes, namespace=spec.name, key=key)
+        compact = None if pairs is None else codec.compact_json(data, pairs)
+        if compact is None:
+            coded = codec.compact_encoded(value, data)
+            compact = values.kept(orjson.dumps(coded))
+            if len(compact) > spec.max_value_bytes:
+                compact = values.encode(coded, limit=spec.max_value_bytes, namespace=spec.name, key=key)
         return compact, TokensSaved(data, codec, stored=compact, pairs=pairs)
 
     def decode(self, spec: NamespaceSpec, stored: Stored, compact: bool) -> Any:
