@@ -267,10 +267,15 @@ def test_compact_encoded_is_compact_for_every_shape_seen_again(name: str, data: 
             assert on_bytes is None or on_bytes == exact(got)
         stored = exact(got)  # read back: decoded from the stored bytes, expanded by a plan of its own
         assert exact(codec.expand_encoded(orjson.loads(stored), stored)) == raw
+        on_bytes = codec.expand_json(stored)  # or expanded on the bytes
+        assert on_bytes is None or exact(orjson.loads(on_bytes)) == raw
         assert exact(codec.expand_encoded(value, raw)) == exact(codec.expand(value))
     other = data.draw(json_values(codec))
     assert exact(codec.compact_encoded(other, exact(other))) == exact(codec.compact(other))
     assert exact(codec.expand_encoded(other, exact(other))) == exact(codec.expand(other))
+    for value in (other, codec.compact(other)):  # any JSON, coded or not: expand_json is expand, or declines
+        on_bytes = codec.expand_json(exact(value))
+        assert on_bytes is None or exact(orjson.loads(on_bytes)) == exact(codec.expand(value))
 
 
 @pytest.mark.parametrize("codec", [CODECS["altitude"], CODECS["focus"]], ids=["altitude", "focus"])
@@ -294,6 +299,30 @@ def test_compact_json_edits_only_the_keys_it_renames(codec: Codec) -> None:
         assert got == expected, value
         if on_bytes is not None:
             assert on_bytes == exact(codec.compact(value)), value
+
+
+@pytest.mark.parametrize("codec", [CODECS["altitude"], CODECS["focus"]], ids=["altitude", "focus"])
+def test_expand_json_edits_only_the_names_it_should(codec: Codec) -> None:
+    """``expand_json`` expands a stored record on its JSON bytes: exact for
+    an alias as a key and a code as a string at any depth, an alias as a
+    string and a code as a key left alone; it declines (None) where a
+    backslash could hide a quote and where an escape is to undo."""
+    name, alias = next(iter(codec.aliases.items()))
+    value, code = next(iter(codec.values.items()))
+    cases = [
+        ({alias: code, "n": [code, alias], "d": {alias: [1, code]}, code: alias}, "expanded"),
+        ({"plain": "words", "n": [1, 2.5, None, True]}, "as it is"),
+        ({f'say "{alias}': 1}, "declined"),  # a key that ends with it, behind an escaped quote
+        ({"s": f'x"{code}'}, "declined"),
+        ({"~x": 1, alias: 2}, "declined"),  # an escape to undo
+    ]
+    for stored, expected in cases:
+        raw = exact(stored)
+        on_bytes = codec.expand_json(raw)
+        got = "declined" if on_bytes is None else "as it is" if on_bytes is raw else "expanded"
+        assert got == expected, stored
+        if on_bytes is not None:
+            assert exact(orjson.loads(on_bytes)) == exact(codec.expand(stored)), stored
 
 
 def test_keeps_splits_at_quotes_only_when_no_name_holds_one() -> None:

@@ -80,6 +80,7 @@ class Codec:
     _split: bool = field(init=False, repr=False, compare=False)
     _shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
     _in_shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
+    _in_edits: dict[bytes, tuple[tuple[bytes, bytes], ...]] = field(init=False, repr=False, compare=False)
     _key_renames: dict[tuple[Any, ...], Renames] = field(init=False, repr=False, compare=False)
     _key_edits: dict[Renames, tuple[tuple[bytes, bytes], ...] | None] = field(init=False, repr=False, compare=False)
 
@@ -123,6 +124,7 @@ class Codec:
         set_(self, "_split", not any(b'"' in n for n in (*self._out_names, *self._in_names)))
         set_(self, "_shapes", {})
         set_(self, "_in_shapes", {})
+        set_(self, "_in_edits", _expand_edits(self._key_in, self._str_in))
         set_(self, "_key_renames", {})
         set_(self, "_key_edits", {})
 
@@ -304,6 +306,39 @@ class Codec:
             return False
         return self._out_names.isdisjoint(data.split(b'"') if self._split else _json_strings(data))
 
+    def expand_json(self, data: bytes) -> bytes | None:
+        """The JSON of :meth:`expand` of the value encoded as ``data`` (the
+        read path), made on the bytes: each key that is an alias and each
+        string that is a code replaced by its name, in C; ``data`` itself
+        when nothing is to expand. None when that would not be exact (a
+        backslash, a string starting with ``~``, a name not spelled as
+        itself or not starting with a letter or digit): the caller expands
+        the decoded value.
+
+        Exact: without a backslash every quote of ``data`` is structural,
+        so splitting at quotes gives its strings as whole pieces (the names
+        found among them are few: one set intersection in C), and in
+        compact JSON a string is a key exactly when a ``:`` follows it, else
+        a ``,``, ``]`` or ``}`` does; a piece that begins with a letter or
+        digit is a string (JSON's other pieces begin with punctuation). No
+        name is an alias or a code of the same mapping (a codec has no
+        chains), and a key's edit ends with ``:`` where a string's does not,
+        so one replacement never makes a place for another."""
+        if b"\\" in data or (b"~" in data and b'"~' in data) or not self._split:
+            return None
+        pieces = data.split(b'"')
+        names = self._in_names
+        if names.isdisjoint(pieces):
+            return data
+        edits = self._in_edits
+        for name in names.intersection(pieces):
+            found = edits.get(name)
+            if found is None:
+                return None
+            for old, new in found:
+                data = data.replace(old, new)
+        return data
+
     def expands_nothing(self, data: bytes) -> bool:
         """True if :meth:`expand` returns the value unchanged for the JSON
         value encoded as ``data`` (see :meth:`keeps`): no key or string is an
@@ -391,6 +426,21 @@ def _planned(
 #: (escapes kept): outside strings JSON has no quote, so each match starts
 #: at an opening quote and ends at its closing one.
 _json_strings: Callable[[bytes], list[bytes]] = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"').findall
+
+
+def _expand_edits(keys: Mapping[str, str], strs: Mapping[str, str]) -> dict[bytes, tuple[tuple[bytes, bytes], ...]]:
+    """Codec.expand_json's byte edits, by the JSON spelling of each alias
+    and code that is spelled as itself and begins with a letter or digit:
+    as a key (``"a":``) and as a string (``"c"`` before ``,``, ``]`` or
+    ``}``)."""
+    edits: dict[bytes, list[tuple[bytes, bytes]]] = {}
+    for table, ends in ((keys, (b":",)), (strs, (b",", b"]", b"}"))):
+        for code, name in table.items():
+            inner = _json_inner(code)
+            if inner != code.encode() or not code[:1].isalnum() or _json_inner(name) != name.encode():
+                continue
+            edits.setdefault(inner, []).extend((b'"' + inner + b'"' + end, b'"' + name.encode() + b'"' + end) for end in ends)
+    return {inner: tuple(pairs) for inner, pairs in edits.items()}
 
 
 def _json_inner(name: str) -> bytes:

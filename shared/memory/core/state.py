@@ -336,17 +336,21 @@ class Core:
         """Stored bytes as the caller asked for them: as written, or coded.
         A hot namespace keeps its values as written (process memory: codes
         pay at the prompt, so they are made when asked for); every other
-        stores the coded form. A value with nothing to expand
-        (:meth:`Codec.expands_nothing`, decided on the bytes) is the decoded
-        value itself: no walk."""
-        value = values.loads(data)
+        stores the coded form, expanded on its JSON (:meth:`Codec.expand_json`)
+        or, where that declines, decoded and expanded unless it has nothing
+        to expand (:meth:`Codec.expands_nothing`, decided on the bytes)."""
         codec = self.codec(spec)
         if codec is None:
-            return value
-        if spec.tier == "hot":
+            return values.loads(data)
+        if spec.tier == "hot":  # as written
+            value = values.loads(data)
             return codec.compact_encoded(value, data) if compact else value
         if compact:
-            return value
+            return values.loads(data)
+        expanded = codec.expand_json(data)
+        if expanded is not None:
+            return values.loads(expanded)
+        value = values.loads(data)
         return value if codec.expands_nothing(data) else codec.expand_encoded(value, data)
 
     def expanded(self, spec: NamespaceSpec, value: Any) -> Any:
