@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 import time
@@ -407,11 +408,34 @@ def seed_only(args: argparse.Namespace, argv: list[str]) -> int:
     kept = ["## " + p.rstrip() for p in parts if not ("## " + p).startswith(SEED_HEAD)]
     # The seed section goes right after the targets (the headline), the others after it in their order.
     at = 1 if kept and kept[0].startswith("## Where we stand") else 0
+    if at:
+        kept[0] = _with_seed_rows(kept[0], bench_seed.outcomes(seed))
     kept.insert(at, section.rstrip())
     args.out.write_text(head.rstrip() + "\n\n" + "\n\n".join(kept) + "\n")
     log(f"wrote the seed-namespace section of {args.out}")
     print(section)
     return 0
+
+
+def _with_seed_rows(targets: str, outcomes: list[tuple[str, str, str, bool]]) -> str:
+    """The targets section with the seed benchmark's rows replaced by this
+    run's (what they measured before moves to *previous run*; a new target
+    is added), and its count of targets met taken again."""
+    lines = targets.split("\n")
+    for text, need, got, ok in outcomes:
+        at = next((i for i, line in enumerate(lines) if line.startswith(f"| {text} |")), None)
+        before = lines[at].split(" | ")[2] if at is not None else "-"
+        row = f"| {text} | {need} | {got} | {'yes' if ok else '**no**'} | {before} |"
+        if at is None:
+            at = max(i for i, line in enumerate(lines) if line.startswith("| ")) + 1
+            lines.insert(at, row)
+        else:
+            lines[at] = row
+    rows = [line.split(" | ") for line in lines if line.startswith("| ") and not line.startswith("| target")]
+    rows = [r for r in rows if len(r) >= 5 and r[3] in ("yes", "**no**")]
+    met = sum(r[3] == "yes" for r in rows)
+    out = "\n".join(lines)
+    return re.sub(r"^\d+ of \d+ targets met on this run\.", f"{met} of {len(rows)} targets met on this run.", out, count=1, flags=re.M)
 
 
 if __name__ == "__main__":
