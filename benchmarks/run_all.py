@@ -435,7 +435,7 @@ def _with_seed_rows(targets: str, outcomes: list[tuple[str, str, str, bool]]) ->
     rows = [r for r in rows if len(r) >= 5 and r[3] in ("yes", "**no**")]
     met = sum(r[3] == "yes" for r in rows)
     out = "\n".join(lines)
-    return re.sub(r"^\d+ of \d+ targets met on this run\.", f"{met} of {len(rows)} targets met on this run.", out, count=1, flags=re.M)
+    return re.sub(r"^\d+ of \d+ targets met on this run\.", f"{met} of {len(rows)} targets met on this run.", out, count=1, flags=re.MULTILINE)
 
 
 if __name__ == "__main__":

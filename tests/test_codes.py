@@ -283,7 +283,7 @@ def test_compact_json_edits_only_the_keys_it_renames(codec: Codec) -> None:
     """``compact_json`` codes a record whose only renames are keys on its
     JSON bytes: exact beside strings and keys that spell ``"name":`` inside
     them, and it declines (None) where a backslash could hide a quote."""
-    name, alias = next(iter(codec.aliases.items()))
+    name = next(iter(codec.aliases))
     cases = [
         ({name: 1, "note": f'say "{name}": no'}, "declined"),  # the pattern inside a string (escaped quotes)
         ({f'x "{name}': 1, name: 2}, "declined"),  # a key that ends with it
@@ -301,20 +301,38 @@ def test_compact_json_edits_only_the_keys_it_renames(codec: Codec) -> None:
             assert on_bytes == exact(codec.compact(value)), value
 
 
+@pytest.mark.parametrize("name", sorted(CODECS))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_expand_json_is_expand_or_declines_for_any_value(name: str, data: st.DataObject) -> None:
+    """For any JSON value, coded or not (bare strings, lists, nested dicts,
+    names in every role, escapes): ``expand_json`` of its JSON decodes to
+    exactly ``expand`` of it, or declines."""
+    codec = CODECS[name]
+    names = st.sampled_from(tricky_strings(codec))
+    value = data.draw(json_values(codec) | names | st.lists(names, max_size=3) | st.dictionaries(names, names, max_size=3))
+    for form in (value, codec.compact(value)):
+        raw = exact(form)
+        on_bytes = codec.expand_json(raw)
+        assert on_bytes is None or exact(orjson.loads(on_bytes)) == exact(codec.expand(form))
+
+
 @pytest.mark.parametrize("codec", [CODECS["altitude"], CODECS["focus"]], ids=["altitude", "focus"])
 def test_expand_json_edits_only_the_names_it_should(codec: Codec) -> None:
     """``expand_json`` expands a stored record on its JSON bytes: exact for
     an alias as a key and a code as a string at any depth, an alias as a
     string and a code as a key left alone; it declines (None) where a
     backslash could hide a quote and where an escape is to undo."""
-    name, alias = next(iter(codec.aliases.items()))
-    value, code = next(iter(codec.values.items()))
+    alias = next(iter(codec.aliases.values()))
+    code = next(iter(codec.values.values()))
     cases = [
         ({alias: code, "n": [code, alias], "d": {alias: [1, code]}, code: alias}, "expanded"),
         ({"plain": "words", "n": [1, 2.5, None, True]}, "as it is"),
         ({f'say "{alias}': 1}, "declined"),  # a key that ends with it, behind an escaped quote
         ({"s": f'x"{code}'}, "declined"),
         ({"~x": 1, alias: 2}, "declined"),  # an escape to undo
+        (code, "declined"),  # a bare string (hypothesis found it: nothing follows its closing quote)
+        ([code], "expanded"),
     ]
     for stored, expected in cases:
         raw = exact(stored)

@@ -80,6 +80,10 @@ def test_read_returns_what_was_written(mm: MemoryManager, namespace: str, value:
     assert same(rec.value, value)
     compact = coded_store.read(namespace, "k", compact=True)
     assert same(coded_store.expand(namespace, compact), value)
+    # the stored form is exactly the codec's compact form (coded on the JSON or by the walk)
+    from hrm_memory.namespaces.codecs import CODECS
+
+    assert same(compact, CODECS[next(s.codec for s in seed() if s.name == namespace)].compact(value))
 
 
 def test_there_are_hot_coded_namespaces() -> None:

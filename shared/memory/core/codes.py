@@ -317,14 +317,15 @@ class Codec:
 
         Exact: without a backslash every quote of ``data`` is structural,
         so splitting at quotes gives its strings as whole pieces (the names
-        found among them are few: one set intersection in C), and in
-        compact JSON a string is a key exactly when a ``:`` follows it, else
-        a ``,``, ``]`` or ``}`` does; a piece that begins with a letter or
+        found among them are few: one set intersection in C), and in the
+        compact JSON of a dict or a list (a bare string is left to the
+        walk) a string is a key exactly when a ``:`` follows it, else a
+        ``,``, ``]`` or ``}`` does; a piece that begins with a letter or
         digit is a string (JSON's other pieces begin with punctuation). No
         name is an alias or a code of the same mapping (a codec has no
         chains), and a key's edit ends with ``:`` where a string's does not,
         so one replacement never makes a place for another."""
-        if b"\\" in data or (b"~" in data and b'"~' in data) or not self._split:
+        if data[:1] not in _CONTAINER_OPENS or b"\\" in data or (b"~" in data and b'"~' in data) or not self._split:
             return None
         pieces = data.split(b'"')
         names = self._in_names
@@ -426,6 +427,10 @@ def _planned(
 #: (escapes kept): outside strings JSON has no quote, so each match starts
 #: at an opening quote and ends at its closing one.
 _json_strings: Callable[[bytes], list[bytes]] = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"').findall
+
+
+#: How the JSON of a dict or a list begins (Codec.expand_json works on those).
+_CONTAINER_OPENS = (b"{", b"[")
 
 
 def _expand_edits(keys: Mapping[str, str], strs: Mapping[str, str]) -> dict[bytes, tuple[tuple[bytes, bytes], ...]]:
