@@ -222,9 +222,7 @@ class Codec:
             keys = tuple([(k, out[k]) for k in shape if k in out])
             if len(self._key_renames) >= _SHAPES_MAX:
                 self._key_renames.clear()
-                self._key_edits.clear()
             self._key_renames[shape] = keys
-            self._key_edits[keys] = self._edits(keys)
         codes = self._str_out
         found: list[tuple[str, str]] = []
         for v in value.values():
@@ -259,21 +257,28 @@ class Codec:
         alias is a name (a codec has no chains), and a record holding a key
         spelled as an alias has an escape among its renames, so one
         replacement never makes a place for another."""
-        edits = self._key_edits.get(pairs)
-        if edits is None or b"\\" in data:
+        if b"\\" in data:
+            return None
+        try:
+            edits = self._key_edits[pairs]
+        except KeyError:
+            if len(self._key_edits) >= _SHAPES_MAX:
+                self._key_edits.clear()
+            edits = self._key_edits[pairs] = self._edits(pairs)
+        if edits is None:
             return None
         for old, new in edits:
             data = data.replace(old, new)
         return data
 
-    def _edits(self, keys: Renames) -> tuple[tuple[bytes, bytes], ...] | None:
-        """The byte edits of :meth:`compact_json` for a key sequence's
-        renames ``keys``, or None where they would not be exact: an escape,
-        a name that JSON spells with an escape or that also has the same
-        code as a string (so that a record's pairs cannot be told from its
-        keys' pairs)."""
+    def _edits(self, pairs: Renames) -> tuple[tuple[bytes, bytes], ...] | None:
+        """The byte edits of :meth:`compact_json` for ``pairs``, remembered
+        by them, or None where they would not be exact: an escape, a name
+        that JSON spells with an escape, or a pair that is (or could be) a
+        string's code: every coded string's pair has its name's value code,
+        so only pairs that are all key renames get edits."""
         edits = []
-        for name, code in keys:
+        for name, code in pairs:
             if code[:1] == ESCAPE or self._str_out.get(name) == code:
                 return None
             old, new = _json_inner(name), _json_inner(code)
