@@ -19,6 +19,27 @@ DIR_MODE = 0o700
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
+class _ThisProcess:
+    """``this_process.pid`` is this process's id, set again in a forked
+    child by a fork hook (``os.register_at_fork``: every ``os.fork()``, the
+    ones ``multiprocessing`` makes included). A check made on every append
+    ("is this a forked child, whose inherited descriptors and writer name
+    are its parent's?") then reads an attribute instead of calling
+    ``os.getpid()``, a system call (~0.2 us here; two per warm write)."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def forked(self) -> None:
+        self.pid = os.getpid()
+
+
+this_process = _ThisProcess()
+os.register_at_fork(after_in_child=this_process.forked)
+
+
 def ensure_real_dirs(root: Path, *parts: str) -> bool:
     """Raise :class:`StorageError` if a directory on the way from ``root`` to
     ``root/parts...`` is a symbolic link or not a directory (missing is fine:

@@ -28,7 +28,7 @@ from typing import Any
 
 from hrm_memory.core.errors import LockTimeout
 
-from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error
+from .fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error, this_process
 
 
 class FileLock:
@@ -116,13 +116,13 @@ class WriterGate:
         self.lock_dir = lock_dir
         self._fds: dict[str, int] = {}
         self._guard = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = this_process.pid
 
     def _fd(self, namespace: str) -> int:
-        if self._pid != os.getpid():
+        if self._pid != this_process.pid:
             # After fork: the inherited descriptions are the parent's locks.
             self._fds = {}
-            self._pid = os.getpid()
+            self._pid = this_process.pid
         fd = self._fds.get(namespace)
         if fd is None:
             with self._guard:
@@ -183,7 +183,7 @@ class NamespaceLocks:
         self._guard = threading.Lock()
         self._threads: dict[str, threading.RLock] = {}
         self._files: dict[str, FileLock] = {}
-        self._pid = os.getpid()
+        self._pid = this_process.pid
         #: Appends (shared) against rewrites (exclusive), always across processes.
         self.writers = WriterGate(lock_dir)
 
@@ -195,13 +195,13 @@ class NamespaceLocks:
         return lock
 
     def _file_lock(self, namespace: str) -> FileLock:
-        if self._pid != os.getpid():
+        if self._pid != this_process.pid:
             # After fork: the inherited descriptors share the parent's locks.
             for inherited in self._files.values():
                 inherited.close()
             self._files.clear()
             self._threads.clear()
-            self._pid = os.getpid()
+            self._pid = this_process.pid
         lock = self._files.get(namespace)
         if lock is None:
             ensure_real_dirs(self.lock_dir.parent, self.lock_dir.name)  # never follow a planted link

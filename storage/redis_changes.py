@@ -26,7 +26,6 @@ cannot know before the write; its entry carries the zero id.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import secrets
 import socket
@@ -40,6 +39,7 @@ from hrm_memory.core.errors import BackendUnavailable, CursorExpired, InvalidCur
 from hrm_memory.core.records import Event
 from redis.exceptions import RedisError
 
+from .fsutil import this_process
 from .redis_conn import command, failure
 from .redis_scripts import SCRIPTS
 
@@ -122,14 +122,14 @@ class RedisChangeLog:
         self._outage = Outage(f"Redis at {shown}")
 
     def _rename(self) -> None:
-        self._pid = os.getpid()
+        self._pid = this_process.pid
         self.token = f"{self._pid}.{secrets.token_hex(3)}@{self._host}"
 
     # -- writing -------------------------------------------------------------------
 
     def entry_parts(self, op: str, namespace: str, key: str, trace_id: str) -> tuple[bytes, bytes]:
         """The entry around its version, which the write script fills in."""
-        if self._pid != os.getpid():
+        if self._pid != this_process.pid:
             self._rename()  # a forked child is another writer
         head = orjson.dumps([self.token, OP_CODE[op], namespace, key])[:-1] + b","
         tid = "" if trace_id == NO_TRACE else trace_id

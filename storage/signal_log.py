@@ -44,6 +44,7 @@ from .fsutil import (
     ensure_real_dirs,
     frame,
     make_dirs,
+    this_process,
     unframe,
 )
 
@@ -79,7 +80,7 @@ class FileChangeLog:
         self.dir = root / "events"
         # One field names the writer: "<pid>.<random>" (the random part tells
         # two managers of one process apart).
-        self._pid = os.getpid()
+        self._pid = this_process.pid
         self.token = f"{self._pid}.{secrets.token_hex(3)}"
         self._guard = threading.Lock()
         self._fd: int | None = None
@@ -103,9 +104,9 @@ class FileChangeLog:
         # Compact on purpose: the log is part of the store's footprint. An
         # all-zero trace id (tracing off) is written as "".
         tid = "" if trace_id == _NO_TRACE else trace_id
-        if self._pid != os.getpid():
+        if self._pid != this_process.pid:
             # A forked child is another writer: its own name, its own fds.
-            self._pid = os.getpid()
+            self._pid = this_process.pid
             self.token = f"{self._pid}.{secrets.token_hex(3)}"
             self._fd = self._lock_fd = None
             self._counter = None
