@@ -130,11 +130,19 @@ class HotTier:
 
 
 class ReadCache:
-    """A bounded LRU of ``(namespace, key) -> Stored``. Thread-safe."""
+    """A bounded LRU of ``(namespace, key) -> Stored``. Thread-safe.
+
+    An entry is kept as a plain tuple of its ``Stored``'s fields (strings,
+    ints and the value's bytes), and made a ``Stored`` again on a hit: the
+    garbage collector stops tracking such a tuple at its first collection,
+    where it tracks a NamedTuple for good, and a cache full of tracked
+    records made every collection that reached them walk them all (on a
+    first read of each of 20,000 warm records after a reopen: ~1.6 us a
+    read of the ~13, spent in the collector)."""
 
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[tuple[str, str], Stored] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -149,13 +157,14 @@ class ReadCache:
             self._items.move_to_end(key)
         except KeyError:
             pass
-        return item
+        return _new(Stored, item)
 
     def put(self, key: tuple[str, str], stored: Stored) -> None:
         if self.capacity <= 0:
             return
+        fields = tuple(stored)  # an exact tuple (see the class docstring)
         with self._lock:
-            self._items[key] = stored
+            self._items[key] = fields
             self._items.move_to_end(key)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)

@@ -564,3 +564,32 @@ def test_kept_values_hold_only_their_bytes(mm: MemoryManager) -> None:
             tracemalloc.stop()
         assert per_record < 2048, (ns, per_record)
         assert mm.read(ns, "k499") == value
+
+
+def test_the_warm_read_cache_keeps_no_record_the_garbage_collector_walks(tmp_path: Path) -> None:
+    """The read cache in front of the warm tier keeps up to 100,000 records.
+    Kept as NamedTuples (``Stored``), each stayed tracked by the garbage
+    collector for good, and every collection that reached them walked them
+    all: ~1.6 us of a ~13 us first read of a warm record after a reopen of
+    20,000. Kept as plain tuples of strings, ints and bytes, they are untracked
+    at their first collection; a hit is a ``Stored`` again."""
+    import gc
+
+    from hrm_memory.core.records import Stored
+
+    def tracked_records() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is Stored)
+
+    before = tracked_records()
+    with MemoryManager(tmp_path, durability="flush") as mm:
+        for i in range(500):
+            mm.write(WARM, f"k{i}", {"n": i})  # the write path fills the cache
+        assert tracked_records() - before < 50
+    with MemoryManager(tmp_path, durability="flush") as mm:  # reopened: the reads below go to the disk
+        for i in range(500):
+            assert mm.read(WARM, f"k{i}") == {"n": i}
+        for i in range(500):
+            found = mm.get_record(WARM, f"k{i}")  # from the cache
+            assert found is not None and (found.value, found.version, found.tier) == ({"n": i}, 1, "warm")
+        assert tracked_records() - before < 50
