@@ -147,7 +147,7 @@ class WarmTier:
             if old is not None:
                 b.garbage += old[5] + 2
             b.index[key] = ("p", version, created, now_us, offset, length)
-            stored = Stored(key, version, created, now_us, value, "warm")
+            stored = _new(Stored, (key, version, created, now_us, value, "warm"))
             if self.cache is not None:
                 self.cache.put((namespace, key), stored)
             self._maybe_compact(namespace, b)
