@@ -28,8 +28,11 @@ from hrm_memory.core.records import MISSING, Finding, Stored
 #: One hot record, as a plain tuple: the fields of its ``Stored`` (key,
 #: version, created_us, updated_us, value bytes, "hot"), then a private copy
 #: of the value (MISSING when none was given: decode the bytes) and that
-#: copy's plan. Not a ``Stored`` itself: a plain tuple of immutable fields
-#: is not tracked by the garbage collector, a NamedTuple always is.
+#: copy's plan. Not a ``Stored`` itself: a plain tuple is made in C, and
+#: the garbage collector stops tracking one that holds no container (a
+#: scalar value, or no copy), where it tracks a NamedTuple for good. (One
+#: holding its value's copy, a dict or a list, stays tracked: CPython
+#: untracks only tuples of atoms and untracked tuples.)
 Entry = tuple[str, int, int, int, bytes, str, Any, Any]
 
 _new = tuple.__new__  # Stored(...) without the Python-level __new__ of a NamedTuple
