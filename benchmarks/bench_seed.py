@@ -38,6 +38,7 @@ included): the figure to A/B changes with on a shared machine.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -190,8 +191,18 @@ _TIMED = [0]
 
 
 def _timed(fn: Callable[..., object], calls: list[tuple[Any, ...]], flush: Callable[[], object]) -> float:
-    """Microseconds per call of a tight loop over ``calls`` and the final flush."""
+    """Microseconds per call of a tight loop over ``calls`` and the final flush.
+
+    A full collection first, outside the time: the garbage of the rows
+    before (a closed manager, its records) is theirs. A full collection
+    here walks the whole heap (~83,000 objects with the peers and the SDK
+    loaded: ~28 ms, 1.4 µs an operation of a 20,000-op loop), and without
+    this one it fell in whichever row the earlier ones had brought to the
+    threshold: with the rows swapped, the second hot-write row of a traced
+    process was the slow one, whichever namespace it wrote. Collections the
+    loop's own allocations cause stay in its time."""
     calls = calls[: _TIMED[0]]
+    gc.collect()
     clock = time.perf_counter
     t0 = clock()
     for args in calls:

@@ -406,6 +406,9 @@ def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data
         assert TokensSaved(raw, codec, stored=stored, pairs=pairs).value() == want
         copy = snapshot(value)  # (None for a value a write refuses: an infinity)
         assert copy is None or TokensSaved(raw, codec, copy[0]).value() == want
+        assert copy is None or TokensSaved(raw, codec, copy[0], copy[1]).value() == want  # as a hot write has it
+        # decided in C from the copy and its plan: the same renames as the loop
+        assert copy is None or codec.renames_of_copy(copy[0], copy[1], raw) == codec.renames_of(copy[0], raw)
         assert TokensSaved(raw, codec).value() == want
         if pairs is not None:  # the renames are the places the texts differ, and no others
             for old, new in pairs:
@@ -442,3 +445,4 @@ def test_tokens_saved_from_renames_for_names_that_read_differently_beside_a_quot
         pairs = _AWKWARD.renames_of(value, raw)
         assert TokensSaved(raw, _AWKWARD, stored=stored, pairs=pairs).value() == want, (name, raw, stored, pairs)
         assert TokensSaved(raw, _AWKWARD, snapshot(value)[0]).value() == want, (name, raw, stored)
+        assert TokensSaved(raw, _AWKWARD, *snapshot(value)).value() == want, (name, raw, stored)  # type: ignore[misc]

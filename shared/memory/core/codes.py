@@ -82,6 +82,8 @@ class Codec:
     _in_shapes: dict[tuple[Any, ...], Plan] = field(init=False, repr=False, compare=False)
     _in_edits: dict[bytes, tuple[tuple[bytes, bytes], ...]] = field(init=False, repr=False, compare=False)
     _key_renames: dict[tuple[Any, ...], Renames] = field(init=False, repr=False, compare=False)
+    _key_names: frozenset[str] = field(init=False, repr=False, compare=False)
+    _str_names: frozenset[str] = field(init=False, repr=False, compare=False)
     _key_edits: dict[Renames, tuple[tuple[bytes, bytes], ...] | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -127,6 +129,8 @@ class Codec:
         set_(self, "_in_edits", _expand_edits(self._key_in, self._str_in))
         set_(self, "_key_renames", {})
         set_(self, "_key_edits", {})
+        set_(self, "_key_names", frozenset(self._key_out))
+        set_(self, "_str_names", frozenset(self._str_out))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping proxies do not pickle; rebuild from plain dicts
@@ -215,14 +219,7 @@ class Codec:
         cheap way to know a record needs no coding."""
         if type(value) is not dict or (b"~" in data and b'"~' in data):
             return None
-        shape = tuple(value)
-        keys = self._key_renames.get(shape)
-        if keys is None:
-            out = self._key_out
-            keys = tuple([(k, out[k]) for k in shape if k in out])
-            if len(self._key_renames) >= _SHAPES_MAX:
-                self._key_renames.clear()
-            self._key_renames[shape] = keys
+        keys = self._keys_renamed(tuple(value))
         codes = self._str_out
         found: list[tuple[str, str]] = []
         for v in value.values():
@@ -241,6 +238,46 @@ class Codec:
             elif t is dict:
                 return None
         return keys + tuple(found) if found else keys
+
+    def renames_of_copy(self, copy: Any, plan: Any, data: bytes) -> Renames | None:
+        """:meth:`renames_of` of a hot record's private copy (arrays are
+        tuples) given its copy plan (``values.snapshot``), found in C for
+        the usual record: whether any value of the dict or any string of an
+        array of scalars (the plan names the keys that hold one) has a code
+        or is one is two set tests; the key renames are listed per key
+        sequence, and coded values, if any, by one comprehension. A coded
+        string in an array, or a container nested deeper, is left to
+        :meth:`renames_of` (the same answer, by its loop)."""
+        if type(copy) is not dict or (b"~" in data and b'"~' in data):
+            return None
+        codes = self._str_names
+        try:
+            clean = codes.isdisjoint(copy.values())
+        except TypeError:  # a dict among them, or an array holding one: no listing (renames_of says so)
+            return None
+        if plan:
+            for k, sub in plan:
+                if sub or not codes.isdisjoint(copy[k]):  # nested deeper, or a coded string in the array
+                    return self.renames_of(copy, data)
+        keys = () if self._key_names.isdisjoint(copy) else self._keys_renamed(tuple(copy))
+        if clean:
+            return keys
+        # Every value is hashable (the test above took each) and the codes'
+        # keys are strings, so "in" holds only for a string with a code.
+        out = self._str_out
+        return keys + tuple([(v, out[v]) for v in copy.values() if v in out])
+
+    def _keys_renamed(self, shape: tuple[str, ...]) -> Renames:
+        """The ``(key, alias)`` renames of a dict record whose keys are
+        ``shape``, in order, remembered per key sequence (bounded)."""
+        keys = self._key_renames.get(shape)
+        if keys is None:
+            out = self._key_out
+            keys = tuple([(k, out[k]) for k in shape if k in out])
+            if len(self._key_renames) >= _SHAPES_MAX:
+                self._key_renames.clear()
+            self._key_renames[shape] = keys
+        return keys
 
     def compact_json(self, data: bytes, pairs: Renames) -> bytes | None:
         """The coded JSON of the record :meth:`renames_of` found ``pairs``

@@ -172,7 +172,7 @@ class Records:
                 self.schemas.validate(spec, key, value)
             saved: Any = 0
             if span is not None and spec.codec is not None:
-                saved = TokensSaved(data, self.core.codec(spec), obj)
+                saved = TokensSaved(data, self.core.codec(spec), obj, plan)
             bus = self.bus
             with self.backend.lock(spec.name):
                 stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)

@@ -113,18 +113,20 @@ class TokensSaved:
     attribute, as exported).
 
     ``readable`` is the value's JSON; ``obj`` the value itself, private to
-    the record (a hot record's copy; :data:`DECODE` to read it back from
-    ``readable``); ``stored`` the coded JSON when the write made it, and
-    ``pairs`` the renames the write found (``Codec.renames_of``; None: not
-    found that way), when it looked."""
+    the record (a hot record's copy, and ``plan`` its copy plan when known:
+    ``values.snapshot``; :data:`DECODE` to read it back from ``readable``);
+    ``stored`` the coded JSON when the write made it, and ``pairs`` the
+    renames the write found (``Codec.renames_of``; None: not found that
+    way), when it looked."""
 
-    __slots__ = ("codec", "obj", "pairs", "readable", "stored")
+    __slots__ = ("codec", "obj", "pairs", "plan", "readable", "stored")
 
-    def __init__(self, readable: bytes, codec: Any, obj: Any = DECODE, stored: bytes | None = None,
-                 pairs: Any = DECODE) -> None:  # fmt: skip
+    def __init__(self, readable: bytes, codec: Any, obj: Any = DECODE, plan: Any = DECODE,
+                 stored: bytes | None = None, pairs: Any = DECODE) -> None:  # fmt: skip
         self.readable = readable
         self.codec = codec
         self.obj = obj
+        self.plan = plan
         self.stored = stored
         self.pairs = pairs
 
@@ -137,7 +139,12 @@ class TokensSaved:
         pairs = self.pairs
         if pairs is DECODE:
             obj = self.obj
-            pairs = self.codec.renames_of(orjson.loads(self.readable) if obj is DECODE else obj, self.readable)
+            if obj is DECODE:
+                pairs = self.codec.renames_of(orjson.loads(self.readable), self.readable)
+            elif self.plan is DECODE:  # a value without its copy plan
+                pairs = self.codec.renames_of(obj, self.readable)
+            else:  # a hot record's copy: decided in C for the usual record
+                pairs = self.codec.renames_of_copy(obj, self.plan, self.readable)
         if pairs is not None:
             if not pairs:
                 return 0
