@@ -416,6 +416,25 @@ def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data
             assert (pairs == ()) == (raw == stored)
 
 
+@pytest.mark.parametrize("nested", [{}, {"k": 1}, {"k": "discovery"}, [], [{}], [["discovery"]], ["discovery"]],
+                         ids=["empty dict", "dict", "dict of a code", "empty list", "list of a dict",
+                              "list of a list", "list of a code"])
+@pytest.mark.parametrize("where", ["after a code", "before a code", "alone"])
+def test_renames_of_a_hot_copy_with_a_container_is_the_loops_answer(nested: Any, where: str) -> None:
+    """``Codec.renames_of_copy`` (a hot write's count) gives the answer of
+    ``renames_of`` for a record holding a container beside a coded string,
+    in either order: a container other than an array of scalars without a
+    code leaves the set tests to the loop. (A dict among the values after a
+    coded string once reached a comprehension that hashed every value:
+    ``TypeError: unhashable type: 'dict'``, found by the property above.)"""
+    codec = CODECS["focus"]
+    value = {"a": "discovery", "b": nested} if where == "after a code" else (
+        {"b": nested, "a": "discovery"} if where == "before a code" else {"b": nested})
+    raw = exact(value)
+    copy, plan = snapshot(value)  # type: ignore[misc]
+    assert codec.renames_of_copy(copy, plan, raw) == codec.renames_of(copy, raw)
+
+
 @pytest.mark.parametrize("place", ["first", "after a string", "after a number", "after true", "after null",
                                    "after a list", "in a list", "a value", "after a nested dict"])
 def test_tokens_saved_from_renames_for_names_that_read_differently_beside_a_quote(place: str) -> None:

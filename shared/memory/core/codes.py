@@ -242,28 +242,26 @@ class Codec:
     def renames_of_copy(self, copy: Any, plan: Any, data: bytes) -> Renames | None:
         """:meth:`renames_of` of a hot record's private copy (arrays are
         tuples) given its copy plan (``values.snapshot``), found in C for
-        the usual record: whether any value of the dict or any string of an
-        array of scalars (the plan names the keys that hold one) has a code
-        or is one is two set tests; the key renames are listed per key
-        sequence, and coded values, if any, by one comprehension. A coded
-        string in an array, or a container nested deeper, is left to
-        :meth:`renames_of` (the same answer, by its loop)."""
+        the usual record: its containers are the plan's entries, and when
+        each is an array of scalars holding no name with a code (one set
+        test each), every value is hashable and one set test tells whether
+        any value has a code or is one; the key renames are listed per key
+        sequence, and coded values, if any, by one comprehension. A dict
+        value, a container nested deeper or a coded string in an array is
+        left to :meth:`renames_of` (the same answer, by its loop)."""
         if type(copy) is not dict or (b"~" in data and b'"~' in data):
             return None
         codes = self._str_names
-        try:
-            clean = codes.isdisjoint(copy.values())
-        except TypeError:  # a dict among them, or an array holding one: no listing (renames_of says so)
-            return None
         if plan:
             for k, sub in plan:
-                if sub or not codes.isdisjoint(copy[k]):  # nested deeper, or a coded string in the array
+                x = copy[k]
+                if sub or type(x) is not tuple or not codes.isdisjoint(x):
                     return self.renames_of(copy, data)
+        # Now every value is a scalar or a tuple of scalars: hashable.
         keys = () if self._key_names.isdisjoint(copy) else self._keys_renamed(tuple(copy))
-        if clean:
+        if codes.isdisjoint(copy.values()):
             return keys
-        # Every value is hashable (the test above took each) and the codes'
-        # keys are strings, so "in" holds only for a string with a code.
+        # The codes' keys are strings, so "in" holds only for a string with a code.
         out = self._str_out
         return keys + tuple([(v, out[v]) for v in copy.values() if v in out])
 
