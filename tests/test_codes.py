@@ -416,6 +416,27 @@ def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data
             assert (pairs == ()) == (raw == stored)
 
 
+@pytest.mark.parametrize("name", [*sorted(CODECS), "awkward"])
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_renames_of_a_hot_copy_is_the_loops_answer_for_any_record(name: str, data: st.DataObject) -> None:
+    """``Codec.renames_of_copy`` (set tests over a hot record's copy and its
+    plan) answers exactly as ``renames_of`` (a loop over the values) for
+    records that mix names, codes and escapes with scalars and containers of
+    every kind in every order: dicts (empty or not), arrays of scalars with
+    or without a code, arrays of containers."""
+    codec = _AWKWARD if name == "awkward" else CODECS[name]
+    names = st.sampled_from(sorted({*codec.aliases, *codec.values, *codec.values.values()}))
+    words = names | names | st.sampled_from(tricky_strings(codec)) | st.text(max_size=6)
+    scalars = words | words | st.none() | st.booleans() | st.integers(-9, 9) | st.floats(allow_nan=False, allow_infinity=False)
+    containers = st.lists(scalars, max_size=3) | st.dictionaries(words, scalars, max_size=2) | st.lists(
+        st.lists(scalars, max_size=2) | st.dictionaries(words, scalars, max_size=2), max_size=2)
+    value = data.draw(st.dictionaries(words, scalars | containers, max_size=6))
+    raw = exact(value)
+    copy, plan = snapshot(value)  # type: ignore[misc]
+    assert codec.renames_of_copy(copy, plan, raw) == codec.renames_of(copy, raw) == codec.renames_of(value, raw)
+
+
 @pytest.mark.parametrize("nested", [{}, {"k": 1}, {"k": "discovery"}, [], [{}], [["discovery"]], ["discovery"]],
                          ids=["empty dict", "dict", "dict of a code", "empty list", "list of a dict",
                               "list of a list", "list of a code"])
