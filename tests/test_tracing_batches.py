@@ -138,6 +138,39 @@ def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(
     provider.shutdown()
 
 
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred spans", "spans made at once"])
+def test_a_count_that_fails_loses_no_span_and_fails_no_operation(
+    root: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, deferred: bool
+) -> None:
+    """``hrm.memory.tokens_saved`` is counted when a span is finished, in
+    its batch, often on the thread of a later operation. A count that
+    raises (a defect of ours) is logged and the attribute left out: no
+    operation raises, every span reaches the exporter with its other
+    attributes, and no wrong number is exported."""
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    def broken(self: TokensSaved) -> int:
+        raise TypeError("a defect in the count")
+
+    monkeypatch.setattr(TokensSaved, "value", broken)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    coded = [NamespaceSpec("t.coded", tier="hot", codec="altitude")]  # tags is coded t: a count to make
+    n = 2 * Recorder.BATCH + 5
+    with global_provider(provider), MemoryManager(root, namespaces=coded, deferred_spans=deferred) as mm:
+        for i in range(n):
+            mm.write("t.coded", f"k{i}", {"tags": ["a"], "n": i})  # never raises
+            assert mm.read("t.coded", f"k{i}") == {"tags": ["a"], "n": i}
+        tracing.flush()
+    writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+    assert len(writes) == n
+    assert all("hrm.memory.tokens_saved" not in s.attributes for s in writes)
+    assert all(s.attributes["hrm.memory.version"] == 1 and s.attributes["hrm.memory.tier"] == "hot" for s in writes)
+    assert "tokens_saved could not be counted" in caplog.text
+    provider.shutdown()
+
+
 def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
     open_manager: Any, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

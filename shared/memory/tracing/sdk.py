@@ -130,6 +130,17 @@ class TokensSaved:
         self.stored = stored
         self.pairs = pairs
 
+    def into(self, attrs: dict[str, Any]) -> None:
+        """Put the count in ``attrs`` in this object's place. A count that
+        fails (a defect of ours) is logged and the attribute left out: it
+        never fails the operation that made the span, loses the span or the
+        rest of its batch, or exports a wrong number."""
+        try:
+            attrs["hrm.memory.tokens_saved"] = self.value()
+        except Exception:  # noqa: BLE001 - see above
+            del attrs["hrm.memory.tokens_saved"]
+            _logger.exception("hrm-memory: tokens_saved could not be counted; the span goes without it")
+
     def value(self) -> int:
         """Exact, counted the cheapest way this write allows: a dict record
         whose renames the codec can list (``Codec.renames_of``: its renamed
@@ -450,12 +461,12 @@ class Recorder:
                 if attrs:
                     saved = a.get("hrm.memory.tokens_saved")
                     if saved is not None and type(saved) is TokensSaved:
-                        a["hrm.memory.tokens_saved"] = saved.value()
+                        saved.into(a)
             else:
                 if attrs:  # the sampler sees the attributes as exported
                     saved = a.get("hrm.memory.tokens_saved")
                     if saved is not None and type(saved) is TokensSaved:
-                        a["hrm.memory.tokens_saved"] = saved.value()
+                        saved.into(a)
                 if parent is not last_parent:
                     last_parent = parent
                     parent_ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None

@@ -133,7 +133,7 @@ _OK = Status(StatusCode.UNSET)
 def _resolve(attrs: dict[str, Any]) -> dict[str, Any]:
     saved = attrs.get("hrm.memory.tokens_saved")
     if type(saved) is TokensSaved:
-        attrs["hrm.memory.tokens_saved"] = saved.value()
+        saved.into(attrs)
     return attrs
 
 
