@@ -190,10 +190,21 @@ def cmd_stats(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.json:
         print(_dump(stats))
         return EXIT_OK
-    print(f"root: {stats['root']}  durability: {stats['durability']}  locking: {stats['locking']}")
+    print(_stats_header(stats))
     rows = [{"namespace": ns, **v} for ns, v in stats["namespaces"].items() if v["keys"] or v["archived"]]
     print(table(rows, ["namespace", "tier", "keys", "archived", "warm_bytes", "cold_bytes"]))
     return EXIT_OK
+
+
+#: The figures of the store itself that head ``stats``, in this order: the
+#: file store's (root, durability, locking) and a Redis store's (its URL
+#: without a password, prefix, cluster, replicas waited for, persistence).
+_STATS_HEAD = ("root", "url", "prefix", "cluster", "durability", "locking", "wait", "appendonly", "appendfsync")
+
+
+def _stats_header(stats: dict[str, Any]) -> str:
+    """One line of the figures the backend gives about itself (whichever it is)."""
+    return "  ".join(f"{name}: {stats[name]}" for name in _STATS_HEAD if name in stats)
 
 
 def cmd_check(mm: MemoryManager, args: argparse.Namespace) -> int:
