@@ -38,6 +38,9 @@ OURS = ("prefix", "lease_ms", "stream_maxlen")
 BOOLS = ("socket_keepalive", "ssl_check_hostname")
 PASSED = ("socket_timeout", "socket_connect_timeout", "max_connections", "client_name", *BOOLS)
 _TLS_ONLY = ("ssl_check_hostname",)
+#: Options taken out before :func:`check` sees the URL (replicas each write
+#: waits for: storage/redis_cluster.py's ``topology``), named among the known.
+WAIT_OPTIONS = ("wait", "wait_timeout")
 
 
 def redact(text: object) -> str:
@@ -123,7 +126,7 @@ def check(url: object) -> Checked:
                 raise InvalidArgument(f"Redis URL option {name!r} applies to rediss:// only")
             passed.append((name, _option(name, value)))
         else:
-            known = ", ".join((*OURS, "db", *PASSED))
+            known = ", ".join((*OURS, *WAIT_OPTIONS, "db", *PASSED))
             raise InvalidArgument(f"unknown Redis URL option {name!r} (known: {known})")
     return Checked(scheme, parts.netloc, host, port, db, ours, passed)
 

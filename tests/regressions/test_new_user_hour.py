@@ -52,3 +52,104 @@ def test_stats_on_a_redis_cluster_prints_its_table(tmp_path: Path) -> None:
     from tests.helpers.redis_cluster import shared_cluster
 
     _stats_on(shared_cluster().fresh_url(), tmp_path)
+
+
+# -- the CLI says the same thing the same way -------------------------------------------
+
+
+def test_forget_of_a_missing_key_exits_1_as_rm_get_and_history_do(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    for command in ("rm", "get", "history", "forget"):
+        out = hrm(command, "focus.lanes", "nope", root=root)
+        assert out.returncode == 1, (command, out.stdout, out.stderr)
+        assert "not found: focus.lanes 'nope'" in out.stderr, (command, out.stderr)
+    assert hrm("put", "focus.lanes", "lane1", '{"title": "Ship v1"}', root=root).returncode == 0
+    out = hrm("forget", "focus.lanes", "lane1", root=root)
+    assert out.returncode == 0 and out.stdout.startswith("forgotten: "), out
+    assert hrm("get", "focus.lanes", "lane1", root=root).returncode == 1
+
+
+def test_importing_a_file_again_says_nothing_new(tmp_path: Path) -> None:
+    src, dst, dump = tmp_path / "src", tmp_path / "dst", tmp_path / "dump.jsonl"
+    assert hrm("put", "shared.people", "dana", '{"role": "manager"}', root=src).returncode == 0
+    assert hrm("put", "altitude.patterns", "timeboxing", '{"s": 0.8}', root=src).returncode == 0
+    assert hrm("export", str(dump), root=src).returncode == 0
+    first = hrm("import", str(dump), root=dst)
+    assert first.returncode == 0 and first.stdout.startswith("imported 2 new records (0 already there"), first.stdout
+    again = hrm("import", str(dump), root=dst)
+    assert again.returncode == 0
+    assert again.stdout.startswith("nothing new: the 2 records were already in the store"), again.stdout
+    assert "imported 2" not in again.stdout
+
+
+def test_undeclare_of_an_empty_namespace_on_redis_counts_no_item(tmp_path: Path) -> None:
+    from tests.helpers.redis_server import RedisServer
+
+    with RedisServer(tmp_path / "redis", appendonly=True) as server:  # a purge then rewrites the AOF
+        _undeclare_counts(server.fresh_url())
+
+
+def _undeclare_counts(url: str) -> None:
+    assert hrm("--backend", url, "declare", "planner.drafts").returncode == 0
+    out = hrm("--backend", url, "undeclare", "planner.drafts")
+    assert out.returncode == 0 and out.stdout.strip() == "undeclared planner.drafts", out.stdout
+    assert hrm("--backend", url, "declare", "planner.drafts").returncode == 0
+    assert hrm("--backend", url, "put", "planner.drafts", "d1", '"draft"').returncode == 0
+    out = hrm("--backend", url, "undeclare", "planner.drafts", "--purge")
+    # the record and its change-log entry; the persistence files redone are not items
+    assert out.returncode == 0 and out.stdout.strip() == "undeclared planner.drafts (2 item(s) purged)", out.stdout
+
+
+def test_the_redis_url_error_names_wait_and_wait_timeout_among_the_known_options() -> None:
+    from hrm_memory import InvalidArgument
+
+    for scheme in ("redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1,127.0.0.1:2/0"):
+        with pytest.raises(InvalidArgument) as err:
+            MemoryManager(None, backend=f"{scheme}?wait=0&wait_timeout=500&bogus=1")
+        message = str(err.value)
+        assert "'bogus'" in message
+        known = message.split("known: ", 1)[1]
+        assert "wait," in known and "wait_timeout" in known and "prefix" in known
+
+
+def test_history_prints_one_line_per_version(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    for i in range(3):
+        value = orjson.dumps({"title": "Ship v1", "steps": ["plan", "build"], "i": i}).decode()
+        assert hrm("put", "shared.people", "dana", value, root=root).returncode == 0
+    out = hrm("history", "shared.people", "dana", root=root)
+    assert out.returncode == 0
+    head, *rows = out.stdout.splitlines()
+    assert head.split() == ["VERSION", "UPDATED_AT", "DELETED", "CURRENT", "VALUE"]
+    assert [row.split()[0] for row in rows] == ["3", "2", "1"], out.stdout
+    assert orjson.loads(rows[0][head.index("VALUE"):]) == {"title": "Ship v1", "steps": ["plan", "build"], "i": 2}
+
+
+def test_tokens_on_an_empty_store_reports_nothing_to_count(tmp_path: Path) -> None:
+    out = hrm("tokens", root=tmp_path / "store")
+    assert out.returncode == 0, out.stderr
+    assert "nothing to count" in out.stdout and "NOT met" not in out.stdout and "TOTAL" not in out.stdout
+    data = orjson.loads(hrm("tokens", "--json", root=tmp_path / "store").stdout)
+    assert data["rows"] == [] and data["target_met"] is False
+
+
+def test_mcp_undeclared_namespace_error_says_what_a_model_can_do(tmp_path: Path) -> None:
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'hrm-memory[mcp]'")
+    import anyio
+    from mcp.client.client import Client
+
+    from hrm_memory.integrations.mcp_server import build_server
+    from hrm_memory.integrations.mcp_tools import MemoryTools
+
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        server = build_server(MemoryTools(mm))
+
+        async def body() -> str:
+            async with Client(server) as client:
+                result = await client.call_tool("write_record", {"namespace": "nosuch.place", "key": "k", "value": 1})
+                assert result.is_error
+                return str(result.content[0].text)  # type: ignore[union-attr]
+
+        text = anyio.run(body)
+    assert "UndeclaredNamespace: namespace 'nosuch.place' is not declared" in text, text
+    assert "list_namespaces" in text and "MemoryManager" not in text and "NamespaceSpec" not in text

@@ -274,12 +274,22 @@ def cmd_consent(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.json:
         print(_dump(result))
     elif args.purge:
-        gone = sum(n for per_place in result["purged"].values() for n in per_place.values())
+        gone = sum(_items_purged(per_place) for per_place in result["purged"].values())
         print(f"revoked {args.category} and purged its stored data ({gone} item(s) removed)")
     else:
         print(f"revoked {args.category}: its namespaces are kept in memory only from now on "
               "(stored data stays; --purge removes it)")
     return EXIT_OK
+
+
+#: Counts of a purge that are not items removed: on Redis, ``rewrite`` is the
+#: persistence files (AOF, RDB) redone so no old copy stays in them.
+_NOT_ITEMS = frozenset({"rewrite"})
+
+
+def _items_purged(counts: dict[str, int]) -> int:
+    """The items a purge removed (records, archive copies, quarantined blobs, events)."""
+    return sum(n for place, n in counts.items() if place not in _NOT_ITEMS)
 
 
 def cmd_declare(mm: MemoryManager, args: argparse.Namespace) -> int:
@@ -308,7 +318,7 @@ def cmd_undeclare(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.json:
         print(_dump({"namespace": args.namespace, "undeclared": True, "purged": purged}))
     else:
-        gone = sum(purged.values())
+        gone = _items_purged(purged)
         print(f"undeclared {args.namespace}" + (f" ({gone} item(s) purged)" if gone else ""))
     return EXIT_OK
 

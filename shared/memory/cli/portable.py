@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any, Callable
 
+import orjson
+
 from hrm_memory.cli.textfmt import EXIT_NOT_FOUND, EXIT_OK, table
 from hrm_memory.cli.textfmt import dump_json as _dump
 from hrm_memory.manager import MemoryManager
@@ -55,13 +57,19 @@ def cmd_history(mm: MemoryManager, args: argparse.Namespace) -> int:
     if args.json:
         print(_dump(rows))
     else:
-        print(table([{**r, "value": _dump(r["value"])} for r in rows],
+        # The value on one line (compact JSON), the last column: a row per version.
+        print(table([{**r, "value": orjson.dumps(r["value"]).decode()} for r in rows],
                     ["version", "updated_at", "deleted", "current", "value"]))
     return EXIT_OK
 
 
 def cmd_forget(mm: MemoryManager, args: argparse.Namespace) -> int:
     counts = mm.forget(args.namespace, args.key)
+    if not any(counts.values()):  # nothing held it anywhere: not found, as rm, get and history say
+        if args.json:
+            print(_dump(counts))
+        print(f"not found: {args.namespace} {args.key!r} (nothing to forget)", file=sys.stderr)
+        return EXIT_NOT_FOUND
     print(_dump(counts) if args.json else "forgotten: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return EXIT_OK
 
@@ -82,9 +90,18 @@ def cmd_import(mm: MemoryManager, args: argparse.Namespace) -> int:
     source: Any = sys.stdin.buffer if args.source == "-" else args.source
     counts = mm.import_(source, progress=progress)
     _done_progress(progress)
-    print(_dump(counts) if args.json else f"imported {counts['records']} records ({counts['existing']} already there), "
-          f"{counts['declared']} namespaces declared, {counts['consents']} consent decisions")
+    print(_dump(counts) if args.json else _import_summary(counts))
     return EXIT_OK
+
+
+def _import_summary(counts: dict[str, int]) -> str:
+    """What an import changed: ``records`` counts every record read, of which
+    ``existing`` the store already held as new (left as they were)."""
+    read, there = counts["records"], counts["existing"]
+    settings = f"{counts['declared']} namespaces declared, {counts['consents']} consent decisions"
+    if read and read == there:
+        return f"nothing new: the {read} records were already in the store (left as they were); {settings}"
+    return f"imported {read - there} new records ({there} already there, left as they were); {settings}"
 
 
 COMMANDS = {"history": cmd_history, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}

@@ -307,6 +307,10 @@ def format_report(report: Report) -> str:
         return "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     rule = "-" * len(line(head))
+    if not report.rows:  # no totals of nothing, no verdict on nothing
+        return "\n".join([report.title, tokenizer_line(report.tokenizer), "",
+                          "nothing to count: no records (write some first, or count legacy files with --legacy DIR)",
+                          target_line(report)])
     out = [
         report.title,
         tokenizer_line(report.tokenizer),
@@ -335,6 +339,8 @@ def target_met(report: Report) -> bool:
 
 def target_line(report: Report) -> str:
     """The target, where it comes from, and whether this report meets it."""
+    if not report.rows:
+        return f"target {TARGET_SAVED_PCT:.0f}% saved ({TARGET_SOURCE}): not measured (nothing counted)"
     verdict = "met" if target_met(report) else "NOT met"
     return (f"target {TARGET_SAVED_PCT:.0f}% saved ({TARGET_SOURCE}): {verdict}; the compact form is lossless, "
             "so codes shorten field names and coded values, not prose or timestamps")

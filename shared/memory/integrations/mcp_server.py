@@ -45,7 +45,7 @@ from .mcp_tools import TOOLS, MemoryTools
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-__all__ = ["INSTALL_HINT", "add_cli", "build_server", "require_sdk", "run_cli", "serve_http"]
+__all__ = ["INSTALL_HINT", "add_cli", "build_server", "mcp_speak", "require_sdk", "run_cli", "serve_http"]
 
 INSTALL_HINT = "pip install 'hrm-memory[mcp]'"
 log = logging.getLogger("hrm_memory.mcp")
@@ -84,6 +84,22 @@ def _tracer(provider: trace.TracerProvider | None) -> trace.Tracer:
     return (provider or trace.get_tracer_provider()).get_tracer("hrm_memory.mcp")
 
 
+#: Library spellings in error hints, and what a model can do instead through
+#: this server (it cannot call Python; declaring is the store operator's).
+_MCP_SPEAK = (
+    ("declare it with MemoryManager.declare(NamespaceSpec(...)) first",
+     "list_namespaces gives the namespaces this server can use (a new one is declared by the store's "
+     "operator, not through MCP)"),
+)
+
+
+def mcp_speak(message: str) -> str:
+    """An error's hint said as what a model can do through this server."""
+    for python, tools in _MCP_SPEAK:
+        message = message.replace(python, tools)
+    return message
+
+
 def _runner(name: str, method: Callable[..., Any], tracer: trace.Tracer, scope: str | None) -> Callable[..., Any]:
     """``method`` as the SDK calls it: same signature (the input schema) and
     docstring (the description), run inside the tool's span, store errors
@@ -104,7 +120,7 @@ def _runner(name: str, method: Callable[..., Any], tracer: trace.Tracer, scope: 
                 return method(**kwargs)
             except MemoryStoreError as exc:
                 failure = type(exc).__name__
-                message = f"{failure}: {exc}"
+                message = f"{failure}: {mcp_speak(str(exc))}"
             except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                 failure = type(exc).__name__
                 message = f"InternalError: the tool failed unexpectedly ({failure})"
@@ -149,7 +165,7 @@ def build_server(tools: MemoryTools, tracer_provider: trace.TracerProvider | Non
             try:
                 return fn(**kwargs)
             except MemoryStoreError as exc:
-                raise ResourceError(f"{type(exc).__name__}: {exc}") from None
+                raise ResourceError(f"{type(exc).__name__}: {mcp_speak(str(exc))}") from None
 
         return read
 
