@@ -41,7 +41,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     terminalreporter.write_line(f"hypothesis seed: {seed} (replay: pytest --hypothesis-seed={seed})")
 
 REPO = Path(__file__).resolve().parent.parent
-LEGACY = REPO.parent / "shared" / "legacy"
 
 
 def _open_fds() -> set[int]:

@@ -19,8 +19,9 @@ from hrm_memory.core.codes import ESCAPE, Codec, CodecRegistry
 from hrm_memory.core.values import snapshot
 from hrm_memory.namespaces import seed_codecs
 from hrm_memory.core.errors import InvalidNamespace, MemoryStoreError
+from tests.helpers.legacy import DATA
 
-LEGACY_DATA = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+LEGACY_DATA = DATA
 STATE = LEGACY_DATA / "the_assist" / "memory" / "store" / "compressed" / "state.json"
 
 

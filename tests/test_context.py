@@ -28,8 +28,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from hrm_memory import InvalidArgument, MemoryManager, NamespaceSpec
 from hrm_memory.context.render import PER_NAMESPACE
 from hrm_memory.core.tokens import count
+from tests.helpers.legacy import DATA
 
-LEGACY = Path(os.environ.get("HRM_LEGACY_DATA", Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"))
+LEGACY = DATA
 NOW = 1_768_600_000.0
 
 texts = st.text(

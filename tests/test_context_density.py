@@ -29,9 +29,10 @@ from hypothesis import strategies as st
 from hrm_memory import MemoryManager
 from hrm_memory.context.fill import NEAR_DUPLICATE, Entry, _item, _order, _Sec, fill
 from hrm_memory.core import tokens
+from tests.helpers.legacy import DATA
 
 NOW = 1_768_600_000.0
-LEGACY = Path(os.environ.get("HRM_LEGACY_DATA", Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"))
+LEGACY = DATA
 PLAN = [("now", "Now", 8.0), ("goals", "Goals and commitments", 8.0), ("people", "People", 4.0),
         ("patterns", "Patterns and preferences", 2.0), ("history", "Recent history", 1.0), ("legend", "Codes", 0.0)]
 

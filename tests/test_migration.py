@@ -36,9 +36,10 @@ from hrm_memory.migration.doc import layout_table
 from hrm_memory.migration.formats import unvis
 from hrm_memory.migration.layout import RULES, place_of
 from hrm_memory import MemoryManager
+from tests.helpers.legacy import DATA
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+REAL = DATA
 SUMS = REAL.parent / "SHA256SUMS"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "legacy"
 

@@ -17,10 +17,11 @@ import pytest
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall import text as rt
 from hrm_memory.recall.search import CASCADE_BELOW
+from tests.helpers.legacy import DATA
 
 REPO = Path(__file__).resolve().parent.parent
 #: the real legacy data (../shared/legacy/data beside the repository; elsewhere, say where)
-LEGACY_DATA = Path(os.environ.get("HRM_MEMORY_LEGACY_DATA", REPO.parent / "shared" / "legacy" / "data"))
+LEGACY_DATA = DATA
 
 FILLER = [f"filler message {i} about the weather and the garden, nothing planned" for i in range(40)]
 

@@ -30,8 +30,9 @@ from hrm_memory.cli.token_report import (
     run_cli,
     store_report,
 )
+from tests.helpers.legacy import DATA
 
-LEGACY_DATA = Path(__file__).resolve().parents[2] / "shared" / "legacy" / "data"
+LEGACY_DATA = DATA
 needs_legacy = pytest.mark.skipif(not LEGACY_DATA.is_dir(), reason=f"legacy data not found at {LEGACY_DATA}")
 
 # tiktoken pins this sha256 for o200k_base.tiktoken (tiktoken_ext/openai_public.py).

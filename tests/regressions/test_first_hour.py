@@ -12,6 +12,7 @@ import pytest
 from hrm_memory import AsyncMemoryManager, MemoryManager
 from hrm_memory.aio import AsyncConsent, AsyncScope
 from hrm_memory.manager import Consent, Scope
+from tests.helpers.legacy import DATA
 
 #: Sync names whose async twin has another name, or that stay sync on both
 #: (building a handle, a property).
@@ -243,7 +244,7 @@ def test_the_readme_namespace_table_and_consent_status_agree(tmp_path: Path) -> 
             assert name in lines[spec.consent], f"{name} is missing from 'consent status' under {spec.consent}"
 
 
-LEGACY_DATA = Path(__file__).resolve().parents[3] / "shared" / "legacy" / "data"
+LEGACY_DATA = DATA
 
 
 def test_migrate_plan_suggests_only_a_folder_it_would_accept() -> None:

@@ -33,10 +33,11 @@ from hrm_memory.adapters.locked_system.memory.consent import CATEGORIES as ADAPT
 from hrm_memory.migration import engine, manifest
 from hrm_memory.migration.__main__ import main as migrate_main
 from hrm_memory.storage import ColdTier
+from tests.helpers.legacy import DATA
 
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURE = TESTS / "fixtures" / "legacy"
-REAL = TESTS.parents[1] / "shared" / "legacy" / "data"
+REAL = DATA
 CONVERSATION = "locked_system/memory/conversation.json"
 CONSENT = "locked_system/memory/consent.json"
 CANARY = "CANARY-conversation-9d41c7"

@@ -153,3 +153,73 @@ def test_mcp_undeclared_namespace_error_says_what_a_model_can_do(tmp_path: Path)
         text = anyio.run(body)
     assert "UndeclaredNamespace: namespace 'nosuch.place' is not declared" in text, text
     assert "list_namespaces" in text and "MemoryManager" not in text and "NamespaceSpec" not in text
+
+
+# -- context ------------------------------------------------------------------------
+
+
+def test_a_scored_pattern_is_shown_under_its_key(tmp_path: Path) -> None:
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        mm.write("altitude.patterns", "timeboxing", {"s": 0.8})  # the README's own write
+        text = mm.context("altitude", budget=600).text
+        assert text.splitlines() == ["## Patterns and preferences", "timeboxing:s=0.8"], text
+        mm.write("altitude.patterns", "exit_criteria", {"s": 0.9})
+        mm.write("altitude.patterns", "weak_signal", {"s": 0.2})  # under the shown score, as a code map's
+        lines = mm.context("altitude", budget=600).text.splitlines()
+        assert lines[0] == "## Patterns and preferences"
+        assert sorted(" ".join(lines[1:]).split()) == ["exit_criteria:s=0.9", "timeboxing:s=0.8"], lines
+
+
+def _recalled(text: str) -> tuple[list[str], int]:
+    """The Recalled section's lines and its ``+N more`` count."""
+    lines = text.split("## Recalled\n", 1)[1].split("\n## ", 1)[0].splitlines()
+    more = int(lines.pop()[1:].split()[0]) if lines and lines[-1].startswith("+") else 0
+    return lines, more
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 2}
+
+
+def _hit_of(line: str, snippets: list[str]) -> int:
+    """The hit whose snippet the line was rendered from (most words shared)."""
+    mine = _words(line)
+    return max(range(len(snippets)), key=lambda i: len(mine & _words(snippets[i])) / (len(mine | _words(snippets[i])) or 1))
+
+
+def _check_follows_recall(mm: MemoryManager, query: str, budget: int) -> list[str]:
+    hits = mm.scope("altitude").recall(query, k=10)  # what context recalls: the HRM's namespaces, 10 hits
+    lines, more = _recalled(mm.context("altitude", budget=budget, query=query).text)
+    assert lines, "nothing recalled"
+    order = [_hit_of(line, [h.snippet for h in hits]) for line in lines]
+    assert order == list(range(len(lines))), (order, lines)  # recall's best hits, in recall's order
+    assert more and len(lines) + more <= len(hits)  # the rest counted (a near-duplicate of a line shown is not)
+    return lines
+
+
+def test_the_recalled_section_follows_recalls_ranking(tmp_path: Path) -> None:
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        # The best hits say "patent" most and are long; the weakest are short.
+        mm.write("altitude.memories", "a", {"text": "Patent patent patent: the patent draft for the patent office is due "
+                                                 "after the prototype review with the patent attorney next month"})
+        mm.write("altitude.memories", "b", {"text": "The patent attorney asked for patent drawings and the claims "
+                                                 "list before the filing fee is paid"})
+        chores = ["buy stamps for the patent letters", "call the bank about the patent loan",
+                  "print the patent sketches at the library", "email Dana the patent summary tonight",
+                  "book a room to rehearse the patent pitch", "ask grandma which patent lawyer she knew"]
+        for i, chore in enumerate(chores):
+            mm.write("altitude.memories", f"c{i}", {"text": chore})
+        mm.write("altitude.memories", "d", {"text": "patent fee"})
+        lines = _check_follows_recall(mm, "patent", budget=60)
+        assert lines[0].startswith("Patent patent patent")
+
+
+@pytest.mark.skipif(not (Path(os.environ.get("HRM_LEGACY_DATA") or REPO.parent / "shared/legacy/data")).is_dir(),
+                    reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
+def test_the_recalled_section_follows_recalls_ranking_on_the_migrated_data(tmp_path: Path) -> None:
+    from hrm_memory.migration import engine
+    from tests.helpers.legacy import DATA
+
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        engine.apply(mm, DATA)
+        _check_follows_recall(mm, "patent", budget=600)

@@ -21,9 +21,10 @@ from hrm_memory.cli.main import main
 from hrm_memory.core.tokens import get_counter
 from hrm_memory.migration.doc import figures_line
 from hrm_memory.migration.engine import plan
+from tests.helpers.legacy import DATA
 
 REPO = Path(__file__).resolve().parents[2]
-REAL = REPO.parent / "shared" / "legacy" / "data"
+REAL = DATA
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"legacy data not found at {REAL}")
 
 

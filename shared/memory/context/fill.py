@@ -102,22 +102,23 @@ def _cap(text: str, limit: int) -> str:
 
 
 def fill(plan: list[tuple[str, str, float]], entries: list[Entry], legend_map: dict[str, str],
-         budget: int) -> tuple[str, int, list[Section], int, dict[str, str], list[Entry]]:
+         budget: int, ranked: frozenset[str] = frozenset()) -> tuple[str, int, list[Section], int, dict[str, str], list[Entry]]:
     """Lay the entries out within ``budget`` (see :func:`_fill_uncached`).
     ``plan`` is the sections in priority order, each (name, title, weight),
-    the legend's among them; returns the text, its tokens, the sections'
-    figures, the number of entries left out, the legend shown and the
-    entries shown."""
+    the legend's among them; the sections named in ``ranked`` (a recall's
+    hits) keep their entries' rank order and show a prefix of it. Returns
+    the text, its tokens, the sections' figures, the number of entries left
+    out, the legend shown and the entries shown."""
     by_section: dict[str, list[Entry]] = {}
-    for e in sorted(entries, key=_order):
+    for e in sorted(entries, key=lambda e: (0, e.rank) if e.section in ranked else _order(e)):
         by_section.setdefault(e.section, []).append(e)
     # The fill depends on nothing else: a session's renders of an unchanged
     # store reuse it (copies out, so a caller's edits cannot reach the cache).
-    key = (budget, tuple(plan), tuple(sorted(legend_map.items())),
+    key = (budget, tuple(plan), tuple(sorted(legend_map.items())), tuple(sorted(ranked)),
            tuple((name, tuple((e.text, e.join) for e in pool)) for name, pool in by_section.items()))
     hit = _FILLS.get(key)
     if hit is None:
-        hit = _fill_uncached(plan, by_section, legend_map, budget)
+        hit = _fill_uncached(plan, by_section, legend_map, budget, ranked)
         if len(_FILLS) >= FILLS_KEPT:
             evict(_FILLS)
         _FILLS[key] = hit
@@ -143,9 +144,16 @@ def _size_class(text: str, joins: bool) -> int:
 
 
 def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, list[Entry]],
-                   legend_map: dict[str, str], budget: int) -> _Filled:
+                   legend_map: dict[str, str], budget: int, ranked: frozenset[str] = frozenset()) -> _Filled:
     """The fill, in three passes over exact o200k costs.
 
+    0. **Ranked sections first** (``ranked``: the Recalled section, a
+       recall's hits in its order). Each takes its entries in rank order
+       within its share, and the first that does not fit ends it: what it
+       shows is the recall's best hits, in the recall's order, and the
+       ``+N more`` footer counts the hits after them. Taken before the other
+       sections, so a near-duplicate elsewhere (a recalled line that is also
+       a "Now" line) is shown where the recall put it.
     1. **Shares.** Each section may spend its share (:func:`_shares`: its
        weight's part of the budget, or its whole pool where that is less,
        what it does not need split among the others). The sections take
@@ -172,8 +180,31 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
             for prio, (name, title, weight) in enumerate(plan) if name != "legend" and by_section.get(name)]
     used = reserved = 0
     _shares(secs, budget)
+    # 0. Ranked sections: a prefix of each, in rank order.
+    for s in secs:
+        if s.name not in ranked:
+            continue
+        while s.next < len(s.pool):
+            i = s.next
+            s.next += 1
+            it = s.items[i]
+            if not it.text or it.sig in taken or not taken.isdisjoint(graph.of(it.sig)):
+                s.void.add(i)  # empty, or a near-duplicate of a better hit's line
+                continue
+            d = s.delta(i, footer=False)
+            reserve = s.footer_bound() if s.next < len(s.pool) else 0
+            if used + d + reserved + reserve <= budget and s.used + d + reserve <= s.share:
+                s.take(i, d)
+                used += d
+                taken.add(it.sig)
+            else:  # the rest waits: shown after this one or not at all
+                s.skipped.extend(range(i, len(s.pool)))
+                s.next = len(s.pool)
+                reserve = s.footer_bound() if s.chosen else 0
+                reserved += reserve
+                s.reserve = reserve
     # 1. Shares.
-    active = list(secs)
+    active = [s for s in secs if s.name not in ranked]
     while active:
         s = min(active, key=lambda s: (s.used / s.weight, s.prio))
         if s.next >= len(s.pool):
@@ -223,6 +254,8 @@ def _fill_uncached(plan: list[tuple[str, str, float]], by_section: dict[str, lis
                     taken.add(it.sig)
                     total += d
                     changed = True
+                elif s.name in ranked:
+                    break  # a ranked section stays a prefix: no later hit before this one
     lines: list[str] = []
     figures: list[Section] = []
     at: list[tuple[str, int]] = []

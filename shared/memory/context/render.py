@@ -16,7 +16,8 @@ How it is built (:meth:`ContextRenderer.context`):
    archived) when a render first meets it at that version, and again by
    every render that shows its lines; in between, the synced index's word
    that the version is current stands for records only counted in a footer.
-   With ``query``, a recalled section leads.
+   With ``query``, a recalled section leads: recall's best hits, in
+   recall's order (a prefix of its ranking, filled before the others).
 2. **Entries, by the kind of value** (:class:`_Format`), for density: no
    bullets, no field names (a number keeps its name, ``n=3``); a list gives
    an entry per item; a scored map the codes at or above :data:`SHOW_SCORE`,
@@ -95,6 +96,9 @@ SECTIONS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
 )
 #: With a query, the recalled section leads, weighing as much as "now".
 RECALLED_WEIGHT = 8.0
+#: Sections that show their entries in rank order, a prefix of it: the
+#: recalled hits, in recall's order (:func:`~hrm_memory.context.fill.fill`).
+RANKED = frozenset({"recalled"})
 #: Fields of legacy documents whose items belong to a section whatever the namespace's kind.
 FIELD_SECTIONS: dict[str, str | None] = {
     "active_threads": "now", "active": "now", "open_questions": "now", "frame": "now",
@@ -197,8 +201,9 @@ class ContextRenderer:
                 # a record of several passages (a conversation, a map of people)
                 # is recalled as the passage that answers, not whole
                 one = len(rt.passages(hit.record.value, spec.index or ("$",))) == 1
-                for text in self._lines(spec, hit.record.value if one else hit.snippet, None, now_s, recalled_legend):
-                    recalled.append(Entry("recalled", text, (i,), None, ("recalled", i)))
+                lines = self._lines(spec, hit.record.value if one else hit.snippet, None, now_s, recalled_legend)
+                for j, text in enumerate(lines):
+                    recalled.append(Entry("recalled", text, (i, j), None, ("recalled", i)))
         plan = ([("recalled", "Recalled", RECALLED_WEIGHT)] if query else []) + [
             (name, title, weight) for name, title, weight, _ in SECTIONS if name in wanted
         ]
@@ -215,7 +220,7 @@ class ContextRenderer:
                 unchecked.update(dict.fromkeys(refs, spec))
                 legend_map.update(codes)
                 entries.extend(ents if every else [e for e in ents if e.section in wanted])
-            text, used, figures, omitted, legend, shown = fill(plan, entries, legend_map, budget)
+            text, used, figures, omitted, legend, shown = fill(plan, entries, legend_map, budget, RANKED)
             stale = [ref for ref in {e.ref for e in shown if e.ref in unchecked}
                      if ref is not None and not self._still(unchecked[ref], ref)]
             if not stale:
@@ -388,7 +393,9 @@ class _Format:
 
     - a list: one entry per item (short word-like items then share a line);
     - a scored map (every value a number in 0..1): the keys scoring at least
-      :data:`SHOW_SCORE`, strongest first, one entry each;
+      :data:`SHOW_SCORE`, strongest first, one entry each; a record that is
+      one (``timeboxing: {"s": 0.8}``) is one entry, its key with those
+      scores (``timeboxing:s=0.8``);
     - a map of records (every value an object): one entry per key,
       ``name(first):rest`` where ``first`` is the record's first short string
       (a role, a status) and ``rest`` its other values;
@@ -411,6 +418,9 @@ class _Format:
             return [line] if line else []
         if all(_score(v) is not None for v in value.values()):
             ranked = sorted(value.items(), key=lambda kv: (-float(kv[1]), kv[0]))
+            if key is not None:  # a record's own scores ({"s": 0.8} under "timeboxing"): its key names them
+                strong = {k: v for k, v in ranked if float(v) >= SHOW_SCORE}
+                return [self.named(key, strong)] if strong else []
             return [self.code(k) for k, v in ranked if float(v) >= SHOW_SCORE]
         inner = [v for k, v in value.items() if k not in _SKIP_FIELDS]
         if len(inner) == 1 and isinstance(inner[0], (dict, list)) and inner[0] and key is None:
