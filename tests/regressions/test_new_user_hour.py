@@ -223,3 +223,90 @@ def test_the_recalled_section_follows_recalls_ranking_on_the_migrated_data(tmp_p
     with MemoryManager(tmp_path / "store", durability="flush") as mm:
         engine.apply(mm, DATA)
         _check_follows_recall(mm, "patent", budget=600)
+
+
+# -- recall -------------------------------------------------------------------------
+
+
+def test_a_perfect_single_hit_scores_1_and_scores_are_shares_of_the_best(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    assert hrm("put", "altitude.memories", "m1", '{"text": "The user prefers green tea"}', root=root).returncode == 0
+    out = hrm("recall", "tea", root=root)
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[1].split()[:3] == ["altitude.memories", "m1", "1"], out.stdout
+    with MemoryManager(root, durability="flush") as mm:
+        for i, drink in enumerate(["black tea after lunch", "tea tea tea, always tea", "coffee and tea at dawn"]):
+            mm.write("altitude.memories", f"d{i}", {"text": f"The user drinks {drink}"})
+        hits = mm.recall("tea")
+        scores = [h.score for h in hits]
+        assert len(hits) == 4 and scores[0] == 1.0
+        assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+        assert [h.score for h in hits if h.score >= 0.5] and all(h.confidence > 0.5 for h in hits)
+
+
+def test_langgraph_search_scores_a_perfect_single_hit_1(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph")
+    from hrm_memory.integrations.langgraph import MemoryStore
+
+    with MemoryStore(root=str(tmp_path / "s"), durability="flush") as store:
+        store.put(("prefs",), "drink", {"text": "The user prefers green tea"})
+        hits = store.search(("prefs",), query="tea")
+        assert [h.key for h in hits] == ["drink"] and hits[0].score == 1.0
+
+
+def test_the_snippet_of_a_remembered_memory_is_its_sentence(tmp_path: Path) -> None:
+    sentence = "The user prefers green tea in the morning"
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        mm.remember(sentence, kind="semantic")
+        mm.remember("The user walks the dog before breakfast every day", kind="semantic", tags=["routine", "dog"])
+        hits = mm.recall("tea")
+        assert hits[0].snippet == sentence
+        dog = mm.recall("dog")[0]
+        assert dog.snippet == "The user walks the dog before breakfast every day; tags: dog, routine"
+
+
+@pytest.mark.skipif(not (Path(os.environ.get("HRM_LEGACY_DATA") or REPO.parent / "shared/legacy/data")).is_dir(),
+                    reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
+def test_who_is_bella_answers_with_her_entry_before_passages_that_mention_her(tmp_path: Path) -> None:
+    from hrm_memory.migration import engine
+    from tests.helpers.legacy import DATA
+
+    with MemoryManager(tmp_path / "store", durability="flush") as mm:
+        engine.apply(mm, DATA)
+        hits = mm.recall("who is Bella?", k=5)
+    snippets = [h.snippet for h in hits]
+    entry = next(i for i, s in enumerate(snippets) if s.startswith("bella:") and "daughter" in s)
+    trips = next(i for i, s in enumerate(snippets) if "FOUR separate trips" in s)
+    assert hits[0].snippet.startswith("bella:") and entry < trips, snippets
+
+
+# -- what recall searches, said where a user looks ---------------------------------------
+
+
+def test_recall_with_no_hit_names_what_it_searched_and_the_unindexed_data(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    assert hrm("put", "focus.lanes", "lane1", '{"title": "Ship v1"}', root=root).returncode == 0
+    out = hrm("recall", "ship", root=root)
+    assert out.returncode == 1 and out.stdout.strip() == "(none)"
+    first, second = out.stderr.splitlines()
+    assert first.startswith("nothing found in the 21 indexed namespace(s) searched: altitude.coaching, ")
+    assert "shared.people" in first and "focus.lanes" not in first
+    assert second.startswith("not searched (declared without an index), holding records: focus.lanes;")
+    assert "hrm-memory query NS" in second
+    out = hrm("recall", "ship", "--ns", "shared.*", root=root)  # only what the globs match is named
+    assert out.returncode == 1 and "focus.lanes" not in out.stderr and "shared.people" in out.stderr
+    out = hrm("context", "focus", root=root)
+    assert out.returncode == 0 and out.stdout.strip() == ""
+    assert out.stderr.startswith("the context of focus is empty: it is built from the indexed namespaces focus "
+                                 "may read (focus.conversation, ") and "holding records: focus.lanes" in out.stderr
+    assert hrm("put", "focus.notes", "n1", '{"text": "ship v1 on friday"}', root=root).returncode == 0
+    found = hrm("recall", "ship", root=root)
+    assert found.returncode == 0 and found.stderr == "" and "focus.notes" in found.stdout
+
+
+def test_recall_help_says_what_is_searched_and_what_the_figures_mean() -> None:
+    out = hrm("recall", "--help")
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 0
+    assert "declared with an index" in text and "'recall index'" in text and "never searched" in text
+    assert "the first is 1" in text and "filter on it" in text

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from hrm_memory.core.spec import NamespaceSpec
 from hrm_memory.manager import MemoryManager
 from hrm_memory.cli.textfmt import EXIT_NOT_FOUND, EXIT_OK, table
 from hrm_memory.cli.textfmt import dump_json as _dump
@@ -28,8 +31,19 @@ def int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+#: What ``recall --help`` says about what is searched and what a hit's figures mean.
+RECALL_NOTE = (
+    "Searched: the namespaces declared with an index (the README's namespace table, column 'recall index'; "
+    "'hrm-memory ls' lists them all); any other namespace is never searched (read it with 'hrm-memory query NS'). "
+    "When nothing is found, stderr names the namespaces searched and those holding records that are not indexed. "
+    "SCORE orders one recall's hits: each hit's share of the best one's (the first is 1). CONFIDENCE, in 0..1, "
+    "says how well a hit answers and compares across queries: filter on it. SNIPPET is the passage that answers."
+)
+
+
 def register(sub: Any) -> None:
-    s = sub.add_parser("recall", help="memories matching a query by meaning, best first (exit 1 if none)")
+    s = sub.add_parser("recall", help="memories matching a query by meaning, best first (exit 1 if none)",
+                       description=f"Memories matching QUERY by meaning, best first. {RECALL_NOTE}")
     s.add_argument("query", help="what to recall, in plain words")
     s.add_argument("--ns", action="append", metavar="GLOB", help="namespace glob to search (repeatable; default all)")
     s.add_argument("-k", type=int_in(1, 1000), default=10, help="how many hits (default 10)")
@@ -60,7 +74,24 @@ def cmd_recall(mm: MemoryManager, args: argparse.Namespace) -> int:
             for stage in why.get("path", []):
                 print(f"  stage {stage['stage']}: {stage['hits']} hit(s), best confidence {stage['confidence']}"
                       + (" (cold included)" if stage["cold"] else ""))
-    return EXIT_OK if hits else EXIT_NOT_FOUND
+    if not hits:
+        matched = [s for s in mm.namespaces() if any(fnmatch.fnmatchcase(s.name, g) for g in args.ns or ["*"])]
+        indexed = [s.name for s in matched if s.index]
+        print(f"nothing found in the {len(indexed)} indexed namespace(s) searched: {', '.join(indexed) or 'none'}"
+              + _unindexed_note(mm, matched), file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return EXIT_OK
+
+
+def _unindexed_note(mm: MemoryManager, specs: list[NamespaceSpec]) -> str:
+    """Where data sits that recall and context never read: those of
+    ``specs`` declared without an index that hold a record (one read each)."""
+    holding = [s.name for s in specs if not s.index and mm.query(s.name, "*", limit=1)]
+    if not holding:
+        return ""
+    return (f"\nnot searched (declared without an index), holding records: {', '.join(holding)}; read them with "
+            "'hrm-memory query NS'. A namespace declared with an index is searched "
+            "(NamespaceSpec(..., index=('$',)) in Python; docs/recall.md)")
 
 
 def register_context(sub: Any) -> None:
@@ -82,4 +113,10 @@ def cmd_context(mm: MemoryManager, args: argparse.Namespace) -> int:
         }))
     else:
         print(ctx.text)
+    if not ctx.text and args.budget:
+        specs = mm.scope(args.hrm).namespaces()
+        indexed = [s.name for s in specs if s.index]
+        print(f"the context of {args.hrm} is empty: it is built from the indexed namespaces {args.hrm} may read "
+              f"({', '.join(indexed) or 'none'}), and they hold nothing it shows" + _unindexed_note(mm, specs),
+              file=sys.stderr)
     return EXIT_OK

@@ -47,6 +47,11 @@ RECENCY_HALF_LIFE_DAYS = 30.0
 #: for a question about time (chosen on LoCoMo conversations 0-4 and the
 #: legacy data's own questions, tests/test_recall_passages.py).
 TIME_BOOST = 1.25
+#: How much a passage that is the entry of whom or what a question about
+#: someone asks ("who is Bella?": the entry under "bella" in a map of people)
+#: is lifted, above passages that only mention the name (the legacy data's
+#: own question, tests/regressions/test_new_user_hour.py).
+ENTITY_BOOST = 1.25
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
 #: How text and dense results are fused (``MemoryManager(fusion=...)``),
@@ -63,8 +68,11 @@ FUSION_WEIGHTS = (0.9, 0.1)
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One recalled memory: the record, its rank score (higher is better), a
-    confidence in [0, 1], and ``snippet``: the passage of the record that
+    """One recalled memory: the record; ``score``, its rank score as a share
+    of the best hit's of the same recall (the first hit 1.0, the others in
+    (0, 1], best first: it orders one recall's hits); ``confidence`` in
+    [0, 1], how well it answers, comparable across queries (the one to
+    filter on); and ``snippet``: the passage of the record that
     answers (a message, a list or map entry, a paragraph; at most
     :data:`~hrm_memory.recall.text.SNIPPET_CHARS` characters of it, as
     written); ``why`` says how it ranked (``explain=True``)."""
@@ -203,7 +211,8 @@ class Recall:
         # passage that says when: those are looked at among a few more
         # candidates and lifted by TIME_BOOST.
         timely = qtype in rt.TIMELY
-        enough = min(len(ranked), max(k, 2 * k if timely else k))
+        about = qtype == "relational"  # who: the entry named by the query lifted by ENTITY_BOOST
+        enough = min(len(ranked), max(k, 2 * k if timely or about else k))
         for score, row, session in ranked:
             spec = self.core.specs.get(row.ns)
             if spec is None:
@@ -228,11 +237,15 @@ class Recall:
                 continue
             if timely and rt.says_when(parts[part].text):
                 score *= TIME_BOOST
+            if about and rt.named_by(parts[part].text, terms):
+                score *= ENTITY_BOOST
             found.append((score, row, session, st, value, parts[part].shown, part, coverage))
             if len(found) >= enough:
                 break
-        if timely:
+        if timely or about:
             found.sort(key=lambda f: (-f[0], f[1].ns, f[1].key))
+        # A hit's score is its share of the best one's: 1.0 for the first hit.
+        top = max((f[0] for f in found), default=0.0)
         now = time.time()
         dense_refs = [r for r, _ in dense]
         hits: list[Hit] = []
@@ -252,7 +265,7 @@ class Recall:
                 "hits": row.hits,
             }
             record = Record.from_stored(row.ns, st, value, st.tier != "hot")
-            hits.append(Hit(row.ns, row.key, record, score, 0.0, why, rt.snippet(shown, terms)))
+            hits.append(Hit(row.ns, row.key, record, score / top if top > 0 else 0.0, 0.0, why, rt.snippet(shown, terms)))
         # Consistency: how many of the other hits from the same namespace also
         # match some of the query's words.
         agreeing: dict[str, int] = {}
@@ -406,4 +419,4 @@ def _since_us(since: Any) -> int | None:
     raise InvalidArgument(f"since must be a datetime or epoch seconds, not {since!r}")
 
 
-__all__ = ["CASCADE_BELOW", "FUSIONS", "WEIGHTS", "Doc", "Hit", "Recall", "candidates_for"]
+__all__ = ["CASCADE_BELOW", "ENTITY_BOOST", "FUSIONS", "WEIGHTS", "Doc", "Hit", "Recall", "candidates_for"]

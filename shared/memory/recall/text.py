@@ -16,6 +16,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # as the index splits them: "due_date" is two words
 _SEP = re.compile(r"[_\-.:/#@]+")
 _STEP = re.compile(r"([^.\[\]]+)((?:\[(?:\*|[0-9]+)\])*)")
+_SUBSCRIPTS = re.compile(r"\[[^\]]*\]")
 
 #: Words that carry no meaning for retrieval (an English list, the usual
 #: function words plus the question words a query starts with). They are
@@ -196,7 +197,7 @@ def passages(value: Any, paths: tuple[str, ...]) -> list[Passage]:
         text = "\n".join(t for _, _, t in nodes if t)
         if len(text) <= PASSAGE_CHARS and not any(_collection(n) for _, n, _ in nodes):  # they fit in one passage
             if text:
-                out.append(Passage(text, "; ".join(f"{p}: {_shown(n)}" for p, n, t in nodes if t)))
+                out.append(Passage(text, _shown_paths(nodes)))
         else:
             for _, node, _ in nodes:
                 _split(node, "", out)
@@ -206,6 +207,21 @@ def passages(value: Any, paths: tuple[str, ...]) -> list[Passage]:
         rest = out[MAX_PASSAGES - 1:]
         out[MAX_PASSAGES - 1:] = [Passage("\n".join(p.text for p in rest), "\n".join(p.shown for p in rest))]
     return out
+
+
+def _shown_paths(nodes: list[tuple[str, Any, str]]) -> str:
+    """The indexed parts of a value as a hit shows them: the first path's
+    text as written (a memory's sentence, nothing before it), each other
+    path's values after its field's name (``tags: tea, mornings``)."""
+    shown: dict[str, list[str]] = {}
+    for path, node, text in nodes:
+        if text:
+            shown.setdefault(path, []).append(_shown(node))
+    parts = []
+    for i, (path, values) in enumerate(shown.items()):
+        joined = ", ".join(values)
+        parts.append(joined if i == 0 else f"{_SUBSCRIPTS.sub('', path)}: {joined}")
+    return "; ".join(parts)
 
 
 def _split(node: Any, label: str, out: list[Passage]) -> None:
@@ -329,6 +345,17 @@ def snippet(shown: str, terms: list[str], limit: int = SNIPPET_CHARS) -> str:
     return ("…" if start else "") + shown[start:end].strip() + ("…" if end < len(shown) else "")
 
 
+def named_by(text: str, terms: list[str]) -> bool:
+    """Whether a passage's ``text`` is the entry of something the query
+    names: its first line (a map entry's key, a record's name) is a few words,
+    every one of them a query word (by stem), as "bella" for "who is Bella?"."""
+    head = tokens(text.split("\n", 1)[0])
+    if not head or len(head) > 3:
+        return False
+    wanted = {light_stem(t) for t in terms}
+    return all(light_stem(w) in wanted for w in head)
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def context(namespace: str, key: str, kind: str | None) -> str:
     """What surrounds a record: the words of its key, its namespace's name and its kind."""
@@ -397,4 +424,4 @@ def classify(query: str) -> str:
 
 
 __all__ = ["MAX_PASSAGES", "PASSAGE_CHARS", "QUERY_TYPES", "ROUTES", "SNIPPET_CHARS", "STOPWORDS", "TIMELY", "Passage", "classify",
-           "context", "coverer", "extract", "fts_query", "passages", "light_stem", "query_terms", "says_when", "snippet", "stem", "tokens", "words"]
+           "context", "coverer", "extract", "fts_query", "passages", "light_stem", "named_by", "query_terms", "says_when", "snippet", "stem", "tokens", "words"]
