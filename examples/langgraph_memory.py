@@ -2,6 +2,8 @@
 
     python examples/langgraph_memory.py [STORE_ROOT]
 
+Without STORE_ROOT the store lives in a temporary folder, removed at the end.
+
 A tiny "assistant" graph: ``recall`` reads what the store remembers about the
 user (a get, and a search of their notes), ``learn`` stores what the message
 teaches (statements such as "I like tea" become notes), ``reply`` answers
@@ -91,7 +93,14 @@ def run(root: str, message: str) -> str:
 
 
 def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="hrm-langgraph-")
+    if len(sys.argv) > 1:
+        runs(sys.argv[1])
+        return
+    with tempfile.TemporaryDirectory(prefix="hrm-langgraph-") as root:
+        runs(root)
+
+
+def runs(root: str) -> None:
     print("run 1:", run(root, "Hello! I like tea."))
     print("run 2:", run(root, "Hi again."))
 

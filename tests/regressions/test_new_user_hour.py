@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from hrm_memory import MemoryManager
+from tests.helpers.legacy import DATA
 
 SCRIPT = Path(sys.executable).parent / "hrm-memory"
 REPO = Path(__file__).resolve().parents[2]
@@ -214,11 +215,9 @@ def test_the_recalled_section_follows_recalls_ranking(tmp_path: Path) -> None:
         assert lines[0].startswith("Patent patent patent")
 
 
-@pytest.mark.skipif(not (Path(os.environ.get("HRM_LEGACY_DATA") or REPO.parent / "shared/legacy/data")).is_dir(),
-                    reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
 def test_the_recalled_section_follows_recalls_ranking_on_the_migrated_data(tmp_path: Path) -> None:
     from hrm_memory.migration import engine
-    from tests.helpers.legacy import DATA
 
     with MemoryManager(tmp_path / "store", durability="flush") as mm:
         engine.apply(mm, DATA)
@@ -265,11 +264,9 @@ def test_the_snippet_of_a_remembered_memory_is_its_sentence(tmp_path: Path) -> N
         assert dog.snippet == "The user walks the dog before breakfast every day; tags: dog, routine"
 
 
-@pytest.mark.skipif(not (Path(os.environ.get("HRM_LEGACY_DATA") or REPO.parent / "shared/legacy/data")).is_dir(),
-                    reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
 def test_who_is_bella_answers_with_her_entry_before_passages_that_mention_her(tmp_path: Path) -> None:
     from hrm_memory.migration import engine
-    from tests.helpers.legacy import DATA
 
     with MemoryManager(tmp_path / "store", durability="flush") as mm:
         engine.apply(mm, DATA)
@@ -310,3 +307,39 @@ def test_recall_help_says_what_is_searched_and_what_the_figures_mean() -> None:
     assert out.returncode == 0
     assert "declared with an index" in text and "'recall index'" in text and "never searched" in text
     assert "the first is 1" in text and "filter on it" in text
+
+
+# -- docs and the test run ------------------------------------------------------------
+
+
+def test_the_langgraph_example_without_an_argument_leaves_no_folder_behind(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.graph", reason="the example needs langgraph (pip install -e '.[test]')")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "langgraph_memory.py")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "remembered: likes tea" in proc.stdout.split("run 2", 1)[1]
+    assert list(scratch.iterdir()) == []
+
+
+def test_hrm_legacy_data_names_the_legacy_folder_for_every_test_that_reads_it(tmp_path: Path) -> None:
+    env = {**os.environ, "HRM_LEGACY_DATA": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "from tests.helpers.legacy import DATA; print(DATA)"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == str(tmp_path), out.stderr
+    # no test finds the folder by a path of its own (it would not follow the variable)
+    own = [p.relative_to(REPO).as_posix() for p in sorted((REPO / "tests").rglob("*.py"))
+           if p.name not in ("legacy.py", Path(__file__).name)
+           and ('"legacy" / "data"' in p.read_text() or "HRM_MEMORY_LEGACY_DATA" in p.read_text())]
+    assert own == []
+    assert "HRM_LEGACY_DATA" in (REPO / "README.md").read_text()
+
+
+def test_the_test_run_prints_no_pytest_asyncio_deprecation_warning() -> None:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_mcp_unit.py"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PytestDeprecationWarning" not in out.stdout + out.stderr
+    assert "asyncio_default_fixture_loop_scope" not in out.stdout + out.stderr
