@@ -343,3 +343,28 @@ def test_the_test_run_prints_no_pytest_asyncio_deprecation_warning() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PytestDeprecationWarning" not in out.stdout + out.stderr
     assert "asyncio_default_fixture_loop_scope" not in out.stdout + out.stderr
+
+
+def test_the_cluster_commands_of_docs_redis_md_start_a_cluster_the_store_runs_on(tmp_path: Path) -> None:
+    from tests.helpers.redis_cluster import free_cluster_port
+    from tests.helpers.redis_server import require_redis
+
+    require_redis()
+    doc = (REPO / "docs" / "redis.md").read_text()
+    block = doc.split("**Starting a cluster to try it**", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    ports: list[int] = []
+    for _ in range(6):
+        ports.append(free_cluster_port(ports))
+    for doc_port, port in zip(range(7000, 7006), ports):  # free ports, never a user's 7000
+        block = block.replace(str(doc_port), str(port))
+    block = block.replace("hrm-memory --backend", f"{SCRIPT} --backend")
+    script = "set -e\n" + block.replace("redis-cli -p", "sleep 2; redis-cli -p", 1)  # let the cluster settle
+    try:
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    finally:
+        for port in ports:  # stopped even when a step failed (the block's own last line stops them otherwise)
+            subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "cluster_state:ok" in out.stdout
+    assert f"url: redis+cluster://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/0  prefix: hrm:  cluster: True" in out.stdout
+    assert any(line.split()[:3] == ["shared.people", "warm", "1"] for line in out.stdout.splitlines()), out.stdout
