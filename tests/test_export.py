@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -74,7 +75,7 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
 
     url = fresh_url()
     with MemoryManager(tmp_path / "b", backend=url) as dst:
-        counts = dst.import_(tmp_path / "one.jsonl")
+        counts = dst.import_(tmp_path / "one.jsonl", apply_consent=True)
         assert counts["records"] == len(records) and counts["existing"] == 0 and counts["declared"] == 1
         second = _export(dst, tmp_path / "two.jsonl")
         assert second == first
@@ -83,10 +84,10 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
         assert dst.history("shared.people", "key-0") == want_history
         assert dst.consent.status() == {"conversation": True, "signals": False, "preferences": True}
         assert dst.recall("revised again", namespaces="shared.people")  # the index learnt of the imported records
-        again = dst.import_(tmp_path / "one.jsonl")  # idempotent
+        again = dst.import_(tmp_path / "one.jsonl", apply_consent=True)  # idempotent
         assert again["existing"] == again["records"] and _export(dst, tmp_path / "three.jsonl") == first
     with MemoryManager(tmp_path / "c") as back:  # and back to files, through a stream
-        back.import_(io.BytesIO(second))
+        back.import_(io.BytesIO(second), apply_consent=True)
         assert _export(back, tmp_path / "four.jsonl") == first
 
 
@@ -153,7 +154,25 @@ def test_a_truncated_export_says_so(tmp_path: Path) -> None:
     with MemoryManager(tmp_path / "b") as dst:
         with pytest.raises(BadInput, match="truncated"):
             dst.import_(tmp_path / "cut.jsonl")
-        assert dst.read("shared.people", "ann") == {"n": "Ann"}  # what it held was imported
+        assert dst.read("shared.people", "ann") is None  # a file read twice is checked whole: nothing applied
+        with pytest.raises(BadInput, match="truncated"):
+            dst.import_(io.BufferedReader(_Pipe(tmp_path / "cut.jsonl")))
+        assert dst.read("shared.people", "ann") == {"n": "Ann"}  # a stream: what came before the cut is imported
+
+
+class _Pipe(io.RawIOBase):
+    """A file read once, front to back, like a pipe: it cannot seek."""
+
+    def __init__(self, path: Path) -> None:
+        self._data = io.BytesIO(path.read_bytes())
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._data.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
 
 
 def test_cli_export_and_import(tmp_path: Path) -> None:
