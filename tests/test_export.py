@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -25,6 +24,7 @@ from hrm_memory.core.errors import BadInput
 from hrm_memory.history import portable
 from hrm_memory.namespaces import seed
 from tests.helpers.redis_server import fresh_url, require_redis
+from tests.helpers.streams import pipe
 
 
 def _populate(mm: MemoryManager) -> None:
@@ -156,23 +156,9 @@ def test_a_truncated_export_says_so(tmp_path: Path) -> None:
             dst.import_(tmp_path / "cut.jsonl")
         assert dst.read("shared.people", "ann") is None  # a file read twice is checked whole: nothing applied
         with pytest.raises(BadInput, match="truncated"):
-            dst.import_(io.BufferedReader(_Pipe(tmp_path / "cut.jsonl")))
+            dst.import_(pipe((tmp_path / "cut.jsonl").read_bytes()))
         assert dst.read("shared.people", "ann") == {"n": "Ann"}  # a stream: what came before the cut is imported
 
-
-class _Pipe(io.RawIOBase):
-    """A file read once, front to back, like a pipe: it cannot seek."""
-
-    def __init__(self, path: Path) -> None:
-        self._data = io.BytesIO(path.read_bytes())
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        chunk = self._data.read(len(buffer))
-        buffer[: len(chunk)] = chunk
-        return len(chunk)
 
 
 def test_cli_export_and_import(tmp_path: Path) -> None:
