@@ -3,7 +3,7 @@
 Each cell is a real call through one entry point (the sync API, the async
 twin, a scope, the CLI in a subprocess, the MCP server through the MCP SDK's
 client, the LangGraph store, an import file) on one backend (files, a real
-redis-server), checking one promise:
+redis-server, a real 6-node Redis Cluster), checking one promise:
 
 - a gated write without consent leaves 0 bytes of its value on disk (or on
   the server);
@@ -269,7 +269,7 @@ class Import:
 
 # -- the stores ------------------------------------------------------------------------
 
-BACKENDS = ["file", "redis"]
+BACKENDS = ["file", "redis", "cluster"]
 ENTRY_POINTS = ["api", "async", "scope", "async scope", "cli", "mcp", "mcp --scope", "langgraph", "import"]
 
 
@@ -279,9 +279,18 @@ class Store:
     def __init__(self, tmp: Path, backend: str) -> None:
         self.root = tmp / "store"
         self.url: str | None = None
+        self.nodes: list[str] = []  # redis URLs of the servers holding the store's keys
         if backend == "redis":
             require_redis()
             self.url = fresh_url()
+            self.nodes = [self.url.split("?", 1)[0]]
+        elif backend == "cluster":
+            require_redis()
+            from tests.helpers.redis_cluster import shared_cluster
+
+            cluster = shared_cluster()
+            self.url = cluster.fresh_url()
+            self.nodes = [f"redis://127.0.0.1:{port}/0" for port in cluster.primaries()]
         self.mm = MemoryManager(self.root, backend=self.url, locking=True)
         self.loop = Loop()
         self.amm = AsyncMemoryManager(manager=self.mm)
@@ -335,11 +344,12 @@ class Store:
     def holding(self, needle: bytes) -> list[str]:
         """Where ``needle`` is: files under the root, and (Redis) the server's keys and values."""
         found = files_holding(self.root, needle)
-        if self.url is not None:
+        for node in self.nodes:
             import redis
 
+            assert self.url is not None
             prefix = self.url.split("prefix=", 1)[1]
-            client = redis.Redis.from_url(self.url.split("?", 1)[0])
+            client = redis.Redis.from_url(node)
             try:
                 for k in client.scan_iter(match=f"{prefix}*".encode(), count=1000):
                     dumped = client.dump(k) or b""
