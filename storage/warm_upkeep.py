@@ -76,8 +76,8 @@ class Upkeep:
                 raise storage_error(exc, "move damaged bytes aside from", b.path) from None
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
             # Noted in run/ before the temp exists, so that if this process
-            # dies here the next open removes the temp (issue 14, item 13: a
-            # compacting process that never appended to the bucket had no note).
+            # dies here the next open removes the temp (a compacting process
+            # that never appended to the bucket has no note of its own).
             self.notes.touch(b.rel)
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
             new_index: dict[str, Entry] = {}
