@@ -380,7 +380,13 @@ class MemoryManager(Operations):
         Log every persisted change for other processes' subscriptions.
     poll_interval:
         How often (seconds) a process with cross-process subscriptions looks
-        for new changes.
+        for new changes when it polls: on Redis, and on the file backend
+        where file-system notifications are off or cannot work.
+    notifications:
+        On the file backend, cross-process subscribers sleep until the file
+        system says the change log grew (``watchdog``; one observer per
+        process) and poll only where that cannot work. ``False`` polls
+        always.
     embed:
         An embedder for :meth:`recall`'s dense retrieval, fused with the text
         search: a callable (list of texts -> list of vectors) or a LangChain
@@ -409,6 +415,7 @@ class MemoryManager(Operations):
         deferred_spans: bool = True,
         signal_log: bool = True,
         poll_interval: float = 0.005,
+        notifications: bool = True,
         embed: Any = None,
         fusion: str = "weighted",
     ) -> None:
@@ -458,6 +465,7 @@ class MemoryManager(Operations):
                     system=None if isinstance(backend, FileBackend) else backend.system,
                 ),
                 poll_interval=poll_interval,
+                notifications=bool(notifications),
             )
         except BaseException:
             if owns_backend:
