@@ -17,6 +17,17 @@ from hrm_memory import CursorExpired, InvalidCursor
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(params=["notified", "polling"])
+def wake(request: pytest.FixtureRequest) -> str:
+    """How a cross-process subscriber hears of changes: file-system
+    notifications (the default) or the polling fallback."""
+    return str(request.param)
+
+
+def assert_watching(mm: MemoryManager, wake: str) -> None:
+    assert mm._pipeline.bus.watching == wake, "the mode under test is not the one running"
+
+
 def test_callback_runs_after_commit_and_sees_the_value(mm: MemoryManager) -> None:
     seen: list[tuple[Event, Any]] = []
     with mm.subscribe("altitude.*", lambda e: seen.append((e, mm.read(e.namespace, e.key))), remote=False):
@@ -91,7 +102,7 @@ def test_commit_order_per_key_across_threads(mm: MemoryManager) -> None:
     assert [e.version for e in got] == list(range(1, 801))
 
 
-def test_cursor_replays_what_was_missed(root: Path) -> None:
+def test_cursor_replays_what_was_missed(root: Path, wake: str) -> None:
     with MemoryManager(root) as mm:
         cursor = mm.cursor()
         mm.write("altitude.patterns", "a", 1)
@@ -103,10 +114,10 @@ def test_cursor_replays_what_was_missed(root: Path) -> None:
         with pytest.raises(InvalidCursor):
             mm.events_since("yesterday")
     # a late subscriber in another manager asks for what it missed
-    with MemoryManager(root) as late:
+    with MemoryManager(root, notifications=wake == "notified") as late:
         got: list[Event] = []
         with late.subscribe("altitude.*", got.append, since=cursor):
-            pass
+            assert_watching(late, wake)
         assert [(e.op, e.key) for e in got] == [("write", "a"), ("delete", "a")]
         assert all(e.origin.startswith("pid:") for e in got)
 
@@ -129,7 +140,7 @@ def test_expired_cursor(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path) -> None:
+def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path, wake: str) -> None:
     """2 writers x 500 rounds (each an update of a shared key and a write),
     1 subscriber: every event received once, in order per key."""
     n = 500
@@ -141,7 +152,10 @@ def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path) -> None
             got.append(e)
 
     go = tmp_path / "go"
-    with MemoryManager(root, namespaces=[NamespaceSpec("ev.data")]) as mm, mm.subscribe("ev.*", collect):
+    with MemoryManager(
+        root, namespaces=[NamespaceSpec("ev.data")], notifications=wake == "notified"
+    ) as mm, mm.subscribe("ev.*", collect):
+        assert_watching(mm, wake)
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests.helpers.event_writer", str(root), name, str(n), "--go", str(go)],

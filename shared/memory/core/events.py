@@ -51,7 +51,7 @@ Ended = Callable[[BaseException | None], Any]
 HEALTH_CHECK = 1.0
 
 
-class _Once:
+class OncePerProcess:
     """Warns once per process per kind of fallback, however many buses fall back."""
 
     def __init__(self) -> None:
@@ -66,7 +66,8 @@ class _Once:
         log.warning(message, *args)
 
 
-_fallbacks = _Once()
+#: The fallback warnings said so far in this process (a test may swap in a fresh one).
+fallback_warnings = OncePerProcess()
 
 
 class Subscription:
@@ -321,7 +322,7 @@ class EventBus:
         try:
             return changes.notify(wake)
         except Exception as exc:  # noqa: BLE001 - any failure to start them leaves polling, which always works
-            _fallbacks.warn(
+            fallback_warnings.warn(
                 "unavailable",
                 "change log: file-system notifications are unavailable (%s); subscribers poll the log every %g ms",
                 exc, self.poll_interval * 1000,
@@ -368,7 +369,7 @@ class EventBus:
                 if misses < 2:
                     continue  # one miss may be a wake-up still on its way
                 reason = "the log grew twice without a notification"
-            _fallbacks.warn(
+            fallback_warnings.warn(
                 "stopped", "change log: file-system notifications failed (%s); subscribers poll the log every %g ms",
                 reason, self.poll_interval * 1000,
             )
