@@ -318,7 +318,7 @@ class AsyncOperations:
             # started yet never will be; one running registers whatever we
             # do, so wait for it and cancel what it made: the caller got no
             # handle, so nothing may stay registered or be delivered.
-            sub._dropped = True
+            sub._drop()
             if not job.cancel():
                 await _undo(waiting)
             raise

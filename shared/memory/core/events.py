@@ -99,7 +99,9 @@ class Subscription:
             end = self._end
         fn(None if end is True else end)
 
-    def _finish(self, error: BaseException | None) -> None:
+    def finish(self, error: BaseException | None) -> None:
+        """End this subscription (the bus calls it: None on cancel, StoreClosed
+        on close) and tell the ``when_ended`` listeners once."""
         self.active = False
         with self._end_lock:
             if self._end is not False:
@@ -132,7 +134,7 @@ class Subscription:
         if self.active:
             self.active = False
             self.bus._remove(self)
-        self._finish(None)
+        self.finish(None)
 
     def __enter__(self) -> Subscription:
         return self
@@ -421,7 +423,7 @@ class EventBus:
         self._halt(watcher)
         self._halt(halting)
         for sub in ended:
-            sub._finish(StoreClosed("the memory manager is closed; this subscription ended with it"))
+            sub.finish(StoreClosed("the memory manager is closed; this subscription ended with it"))
 
 
 class _Watcher:
