@@ -14,8 +14,11 @@ forced (``notifications=False``: polling every 5 ms). ``--python`` runs the
 processes measured with another interpreter, e.g. a checkout of an older
 commit (one without ``notifications=`` is measured as it is: it polls).
 
+(c) With ``--append``: what logging hot changes would cost, a hot write
+    beside one change-log append (medians of interleaved rounds).
+
 usage: python -m benchmarks.bench_subscribe [--idle 30] [--n 1000] [--gap 2]
-       [--python PATH] [--modes notified,polling]
+       [--python PATH] [--modes notified,polling] | --append
 """
 
 from __future__ import annotations
@@ -121,6 +124,31 @@ def latency(python: str, mode: str, n: int, gap: float) -> list[float]:
     return sorted((arrivals[k] - returned[k]) / 1e6 for k in returned)
 
 
+def hot_write_vs_log_append(n: int = 20_000, rounds: int = 5) -> tuple[float, float]:
+    """Median us per op over interleaved rounds, in this process: a hot
+    write (``altitude.session``, untraced) and one change-log append, what
+    logging every hot change would add to it."""
+    from hrm_memory import MemoryManager
+    from hrm_memory.storage.signal_log import FileChangeLog
+
+    hot: list[float] = []
+    append: list[float] = []
+    with tempfile.TemporaryDirectory(dir=Path.cwd()) as root:
+        log = FileChangeLog(Path(root) / "log")
+        with MemoryManager(Path(root) / "store", durability="flush") as mm:
+            for _ in range(rounds):
+                t = time.perf_counter()
+                for i in range(n):
+                    mm.write("altitude.session", f"k{i % 100}", {"turn": i})
+                hot.append((time.perf_counter() - t) / n * 1e6)
+                t = time.perf_counter()
+                for i in range(n):
+                    log.append("write", "altitude.session", f"k{i % 100}", i, "0" * 32)
+                append.append((time.perf_counter() - t) / n * 1e6)
+        log.close()
+    return statistics.median(hot), statistics.median(append)
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser()
     ap.add_argument("--idle", type=float, default=30.0, help="seconds of idle measurement per mode")
@@ -128,7 +156,13 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--gap", type=float, default=2.0, help="ms between writes")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--modes", default="notified,polling")
+    ap.add_argument("--append", action="store_true", help="only: a hot write beside a change-log append")
     args = ap.parse_args(argv)
+    if args.append:
+        hot, append = hot_write_vs_log_append()
+        text = f"hot write {hot:.2f} us, change-log append {append:.2f} us ({append / hot:.2f}x the write)"
+        print(text)
+        return text
     load = os.getloadavg()
     lines = [
         f"python: {args.python}; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
