@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hrm_memory import Event, MemoryManager, NamespaceSpec
 from hrm_memory import CursorExpired, InvalidCursor
@@ -182,3 +185,47 @@ def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path, wake: s
     for key, versions in by_key.items():
         # once each, in commit order: exactly 1..final version, ascending
         assert versions == list(range(1, final[key] + 1)), key
+
+
+op_lists = st.lists(st.tuples(st.sampled_from(["write", "update", "delete"]), st.integers(0, 4)), min_size=1, max_size=30)
+
+
+@pytest.mark.parametrize("mode", ["notified", "polling"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=op_lists, split=st.integers(0, 30))
+def test_remote_events_are_the_commits_in_order_property(mode: str, ops: list[tuple[str, int]], split: int) -> None:
+    """Another manager on the root (its own writer name, so it reads A's
+    changes from the log as another process would) subscribes part-way with
+    a cursor from the start: replay plus live events are exactly A's
+    commits, once each, in commit order, in either wake-up mode."""
+    with tempfile.TemporaryDirectory() as root:
+        with MemoryManager(root, durability="flush") as a, MemoryManager(root, notifications=mode == "notified") as b:
+            local: list[Event] = []
+            remote: list[Event] = []
+            lock = threading.Lock()
+
+            def collect(e: Event) -> None:
+                with lock:
+                    remote.append(e)
+
+            def apply(op: str, k: int) -> None:
+                if op == "write":
+                    a.write("focus.slow", f"k{k}", k)
+                elif op == "update":
+                    a.update("focus.slow", f"k{k}", lambda v: (v or 0) + 1)
+                else:
+                    a.delete("focus.slow", f"k{k}")
+
+            start = a.cursor()
+            with a.subscribe("focus.*", local.append, remote=False):
+                for op, k in ops[:split]:
+                    apply(op, k)
+                with b.subscribe("focus.*", collect, since=start):
+                    assert_watching(b, mode)
+                    for op, k in ops[split:]:
+                        apply(op, k)
+                    deadline = time.monotonic() + 10
+                    while len(remote) < len(local) and time.monotonic() < deadline:
+                        time.sleep(0.002)
+                    time.sleep(0.01)  # anything extra would arrive now
+            assert [(e.op, e.key, e.version) for e in remote] == [(e.op, e.key, e.version) for e in local]

@@ -305,8 +305,12 @@ class Operations:
         Changes made through this manager are delivered after they commit,
         outside every store lock, in commit order per key, on the writing
         thread. With ``remote=True`` (default) changes made by other
-        processes on the same root (persisted namespaces only) are delivered
-        too, from a background thread, in commit order per key; ``since`` (a
+        processes on the same root are delivered too, from a background
+        thread, in commit order per key: changes to persisted namespaces
+        only (a hot namespace's, such as ``focus.fast``, and a gated value
+        held for lack of consent stay in their process; docs/storage.md).
+        On the file backend that thread sleeps until the file system says the
+        change log grew, and polls where it cannot; ``since`` (a
         cursor from :meth:`cursor`) first replays those logged after it. A
         callback that raises is logged and traced; it breaks neither the
         write nor other callbacks. A glob that matches no declared namespace
@@ -483,7 +487,9 @@ class MemoryManager(Operations):
         self.close()
 
     def close(self) -> None:
-        """Release files and locks. Idempotent. Hot-tier data ends here."""
+        """Release files and locks. Idempotent. Hot-tier data ends here.
+        Every subscription ends (an async twin's iterators raise
+        :class:`StoreClosed`) and its threads are stopped."""
         self._pipeline.close()
 
     @property
