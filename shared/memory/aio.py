@@ -24,7 +24,7 @@ from typing import Any
 
 from hrm_memory.core.errors import InvalidArgument, StoreClosed
 from hrm_memory.core.events import Subscription
-from hrm_memory.manager import MemoryManager
+from hrm_memory.manager import MemoryManager, _op_list
 from hrm_memory.core.ops import (
     ArchiveOp,
     CheckOp,
@@ -341,7 +341,7 @@ class AsyncOperations:
     async def batch(self, ops: Iterable[Op]) -> list[Any]:
         """Run ``ops`` in order (one after another, not concurrently); one
         result each. The first that raises stops the batch."""
-        return [await self._run(op) for op in ops]
+        return [await self._run(op) for op in _op_list(ops)]
 
 
 class AsyncMemoryManager(AsyncOperations):
@@ -363,6 +363,8 @@ class AsyncMemoryManager(AsyncOperations):
             raise InvalidArgument(f"max_workers must be an int >= 1, not {max_workers!r}")
         if manager is not None and (root is not None or options):
             raise InvalidArgument("pass either manager= or the manager's arguments, not both")
+        if manager is not None and not isinstance(manager, MemoryManager):
+            raise InvalidArgument(f"manager= takes an open MemoryManager, not {type(manager).__name__}")
         self._owns = manager is None
         self.manager = manager if manager is not None else MemoryManager(root, **options)
         self._pipeline = self.manager._pipeline
@@ -448,9 +450,10 @@ class AsyncMemoryManager(AsyncOperations):
         """See :meth:`MemoryManager.export` (runs on the pool: the event loop is never blocked)."""
         return await self._run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
 
-    async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+    async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None,
+                      apply_consent: bool = False) -> dict[str, int]:
         """See :meth:`MemoryManager.import_`."""
-        return await self._run(ImportOp(source, progress))  # type: ignore[no-any-return]
+        return await self._run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
 
 
 class AsyncScope(AsyncOperations):

@@ -60,6 +60,7 @@ from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
 from hrm_memory.history.forget import Eraser, Forget
 from hrm_memory.history.keeper import History, Version
+from hrm_memory.history.importer import Importer
 from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
 from hrm_memory.recall.memories import Remember
@@ -339,8 +340,7 @@ class Operations:
 
         Not a transaction: the first op that raises stops the batch, and its
         error propagates with the ops before it applied."""
-        run = self._run
-        return [run(op) for op in ops]
+        return [self._run(op) for op in _op_list(ops)]
 
 
 class MemoryManager(Operations):
@@ -568,13 +568,22 @@ class MemoryManager(Operations):
         return self._pipeline.run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
 
     def import_(self, source: str | os.PathLike[str] | Any, *,
-                progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+                progress: Callable[[int], Any] | None = None, apply_consent: bool = False) -> dict[str, int]:
         """Read an export (a path or a binary file) into this store, whatever
-        its backend. Idempotent: what the store already holds as new is left
-        alone. Refuses a newer format with :class:`UnsupportedFormat` and a
-        namespace declared differently with :class:`NamespaceConflict`,
-        before writing anything. Returns counts."""
-        return self._pipeline.run(ImportOp(source, progress))  # type: ignore[no-any-return]
+        its backend, as checked writes: each record passes a write's checks
+        (key, value, size limit, schema, consent) and its versions and
+        timestamps are checked too. A bad line raises :class:`BadImportLine`
+        naming it; a file that can be read twice (a path, a seekable file)
+        is checked whole first, so nothing of it is applied. Idempotent:
+        what the store already holds as new is left alone. Refuses a newer
+        format with :class:`UnsupportedFormat` and a namespace declared
+        differently with :class:`NamespaceConflict`, before writing anything.
+
+        Consent stays the caller's: the file's consent decisions are left out
+        (``consent_skipped``) and records of a category not granted here are
+        held in this process only, as their writes would be (``held``);
+        ``apply_consent=True`` applies the file's decisions first. Returns counts."""
+        return self._pipeline.run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
 
 
 class Scope(Operations):
@@ -604,8 +613,9 @@ def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed
     recall = Recall(core, index, fusion)
     history = History(core)
     forget = Forget(core, history, index, erase if erase is not None else eraser_for(core.backend))
-    return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall),
-                           history, forget, Portable(core, history)])
+    admin = Admin(core)
+    return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),
+                           history, forget, Portable(core, history), Importer(core, history, admin.decide)])
 
 
 class Consent:
@@ -623,7 +633,7 @@ class Consent:
 
     def granted(self, category: str) -> bool:
         """True if ``category`` was granted and not revoked since (default False)."""
-        return self._pipeline.core.granted(category)
+        return self._pipeline.core.granted(_category(category))
 
     def status(self) -> dict[str, bool]:
         """Every category and whether it is granted."""
@@ -631,10 +641,7 @@ class Consent:
 
     def namespaces(self, category: str) -> list[str]:
         """The persisted namespaces gated by ``category``."""
-        if category not in CONSENT_CATEGORIES:
-            raise UnknownConsentCategory(
-                f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
-            )
+        category = _category(category)
         return [s.name for s in self._pipeline.core.registry if s.consent == category and s.tier != "hot"]
 
     def grant(self, category: str) -> dict[str, Any]:
@@ -649,6 +656,22 @@ class Consent:
         records and their log lines, its cold archive, quarantined copies).
         Returns counts per namespace."""
         return self._pipeline.run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
+
+
+def _op_list(ops: Any) -> list[Any]:
+    """``ops`` as a list, or :class:`InvalidArgument` for what holds no ops."""
+    if isinstance(ops, (str, bytes, dict)) or not isinstance(ops, Iterable):
+        raise InvalidArgument(f"batch() takes a list of ops, not {type(ops).__name__}")
+    return list(ops)
+
+
+def _category(category: Any) -> str:
+    """``category`` if it is a consent category, else :class:`UnknownConsentCategory`."""
+    if type(category) is not str or category not in CONSENT_CATEGORIES:
+        raise UnknownConsentCategory(
+            f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
+        )
+    return category
 
 
 __all__ = ["Consent", "MemoryManager", "Operations", "Scope", "compose", "default_root"]

@@ -35,6 +35,7 @@ from hrm_memory.core.events import EventBus, Subscription
 from hrm_memory.core.records import Event, Finding, Stored
 from hrm_memory.core.schemas import Schemas
 from hrm_memory.core.spec import (
+    CONSENT_CATEGORIES,
     NamespaceSpec,
     Registry,
     check_namespace,
@@ -250,6 +251,20 @@ class Core:
         if not allowed:
             raise AccessDenied(f"HRM {scope!r} may not read namespaces matching {pattern!r}", namespace=pattern, hrm=scope)
         return allowed
+
+    @staticmethod
+    def may_change(spec: NamespaceSpec, key: str) -> None:
+        """Consent decisions are system state: the records of
+        ``focus.consent`` named by a category change only through the consent
+        op (``mm.consent.grant/revoke``), never by a write, update, delete,
+        forget or import, whatever the entry point. (The namespace's other
+        keys, such as the legacy adapter's documents, are ordinary records.)"""
+        if spec.name == CONSENT_NAMESPACE and key in CONSENT_CATEGORIES:
+            raise AccessDenied(
+                f"{CONSENT_NAMESPACE}/{key} is a consent decision: only consent.grant/revoke "
+                "(or the CLI's consent command) change it",
+                namespace=spec.name,
+            )
 
     @staticmethod
     def admin_only(scope: str | None, what: str) -> None:

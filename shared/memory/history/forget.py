@@ -47,6 +47,7 @@ class Forget:
         spec = self.core.spec(namespace)
         check_key(key, namespace)
         self.core.may_write(scope, spec)
+        self.core.may_change(spec, key)
         counts: dict[str, int] = {}
 
         def add(place: str, n: int) -> None:
