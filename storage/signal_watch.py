@@ -176,7 +176,15 @@ class _Shared:
             stop.stop()
 
 
+    def forked(self) -> None:
+        """In a forked child: no observer thread came along (and the lock may
+        have been held by one of the parent's threads), so start afresh."""
+        self._lock = threading.Lock()
+        self._current = None
+
+
 _SHARED = _Shared()
+os.register_at_fork(after_in_child=_SHARED.forked)
 
 
 def listen(directory: Path, wake: Wake) -> Listening:
