@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -477,6 +478,11 @@ class ClusterChangeLog:
     def changed(self, cursor: str) -> bool:
         pos = decode_cursor(cursor)
         return self._outage.poll(lambda: bool(self._fresh(pos)))
+
+    def notify(self, wake: Callable[[], None]) -> None:
+        """None: a subscriber polls (:meth:`changed`, two round trips) every
+        ``poll_interval`` (docs/redis.md)."""
+        return None
 
     def _run_read(self, namespace: str, start: str, end: str) -> list[Any]:
         try:

@@ -306,8 +306,12 @@ class Operations:
         Changes made through this manager are delivered after they commit,
         outside every store lock, in commit order per key, on the writing
         thread. With ``remote=True`` (default) changes made by other
-        processes on the same root (persisted namespaces only) are delivered
-        too, from a background thread, in commit order per key; ``since`` (a
+        processes on the same root are delivered too, from a background
+        thread, in commit order per key: changes to persisted namespaces
+        only (a hot namespace's, such as ``focus.fast``, and a gated value
+        held for lack of consent stay in their process; docs/storage.md).
+        On the file backend that thread sleeps until the file system says the
+        change log grew, and polls where it cannot; ``since`` (a
         cursor from :meth:`cursor`) first replays those logged after it. A
         callback that raises is logged and traced; it breaks neither the
         write nor other callbacks. A glob that matches no declared namespace
@@ -380,7 +384,13 @@ class MemoryManager(Operations):
         Log every persisted change for other processes' subscriptions.
     poll_interval:
         How often (seconds) a process with cross-process subscriptions looks
-        for new changes.
+        for new changes when it polls: on Redis, and on the file backend
+        where file-system notifications are off or cannot work.
+    notifications:
+        On the file backend, cross-process subscribers sleep until the file
+        system says the change log grew (``watchdog``; one observer per
+        process) and poll only where that cannot work. ``False`` polls
+        always.
     embed:
         An embedder for :meth:`recall`'s dense retrieval, fused with the text
         search: a callable (list of texts -> list of vectors) or a LangChain
@@ -409,6 +419,7 @@ class MemoryManager(Operations):
         deferred_spans: bool = True,
         signal_log: bool = True,
         poll_interval: float = 0.005,
+        notifications: bool = True,
         embed: Any = None,
         fusion: str = "weighted",
     ) -> None:
@@ -458,6 +469,7 @@ class MemoryManager(Operations):
                     system=None if isinstance(backend, FileBackend) else backend.system,
                 ),
                 poll_interval=poll_interval,
+                notifications=bool(notifications),
             )
         except BaseException:
             if owns_backend:
@@ -475,7 +487,9 @@ class MemoryManager(Operations):
         self.close()
 
     def close(self) -> None:
-        """Release files and locks. Idempotent. Hot-tier data ends here."""
+        """Release files and locks. Idempotent. Hot-tier data ends here.
+        Every subscription ends (an async twin's iterators raise
+        :class:`StoreClosed`) and its threads are stopped."""
         self._pipeline.close()
 
     @property

@@ -18,7 +18,7 @@ operation a backend cannot honour with :class:`Unsupported`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -34,6 +34,19 @@ ARCHIVE = "archive"
 #: its last commits may have no entry of their own: derived data (the recall
 #: index) looks at that namespace again. Never delivered to subscribers.
 RECOVER = "recover"
+
+
+class Notifications(Protocol):
+    """A subscriber's registration for "the change log may have grown"
+    wake-ups (:meth:`ChangeLog.notify`)."""
+
+    def alive(self) -> bool:
+        """Wake-ups still come (the thread that delivers them runs)."""
+        ...
+
+    def close(self) -> None:
+        """End the registration (idempotent)."""
+        ...
 
 
 class ChangeLog(Protocol):
@@ -62,7 +75,16 @@ class ChangeLog(Protocol):
         ...
 
     def changed(self, cursor: str) -> bool:
-        """Cheaply: may there be entries after ``cursor``? (The watcher polls it.)"""
+        """Cheaply: may there be entries after ``cursor``? (The watcher asks
+        it when woken, and at every poll when it polls.)"""
+        ...
+
+    def notify(self, wake: Callable[[], None]) -> Notifications | None:
+        """Call ``wake()`` (from any thread; it must be quick) whenever
+        entries may have been added, until the registration is closed. None
+        when this log has no such notifications: its subscribers poll
+        :meth:`changed`. Raises :class:`OSError` when it has them but they
+        cannot work here (the subscriber then polls too)."""
         ...
 
     def oldest(self) -> str:

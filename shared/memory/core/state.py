@@ -102,6 +102,7 @@ class Core:
         tracing: Tracing,
         *,
         poll_interval: float = 0.005,
+        notifications: bool = True,
     ) -> None:
         self.backend = backend
         self.hot = hot
@@ -110,7 +111,9 @@ class Core:
         self.tracing = tracing
         self.schemas = Schemas()
         self.closed = False
-        self.bus = EventBus(backend.changes, report_error=self._callback_failed, poll_interval=poll_interval)
+        self.bus = EventBus(
+            backend.changes, report_error=self._callback_failed, poll_interval=poll_interval, notifications=notifications
+        )
         self.specs = registry.specs  # read-only view for the hot path
         self._codec_of: dict[str, Codec | None] = {}
         self.seeded = frozenset(self.specs)
