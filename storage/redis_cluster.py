@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -34,7 +33,7 @@ from hrm_memory.core.records import Event
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import SSLConnection, parse_url
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -43,6 +42,7 @@ from .redis_changes import Outage, RedisChangeLog, _before, check_kept, parse_id
 from .redis_url import any_scheme_of, normalized, redact, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
+from .redis_purge import persist
 from .redis_scripts import SCRIPTS, Script
 
 log = logging.getLogger("hrm_memory.redis")
@@ -317,7 +317,7 @@ class ClusterSide:
                 pipe.execute_command("EXISTS", k.live, k.cold, k.quarantine)
             found = pipe.execute()
         except (RedisError, RedisClusterException) as exc:
-            raise failure(_as_redis(exc), "listing namespaces", self.shown) from None
+            raise failure(as_redis_error(exc), "listing namespaces", self.shown) from None
         return [ns for ns, n in zip(names, found) if int(n)]
 
     def purge_events(self, namespace: str) -> int:
@@ -331,31 +331,30 @@ class ClusterSide:
         return n
 
     def rewrite_files(self) -> int:
-        """Every node (replicas too: they hold copies) rewrites its files."""
-        started = 0
+        """Every node (replicas too: they hold copies) redoes its files from
+        memory as it is now, as one server does after a purge
+        (``redis_purge.persist``: a running rewrite waited out, a new one
+        made and waited for); a node that refuses (``CONFIG`` disabled, or
+        unreachable) is logged and skipped."""
+        made = 0
         for node in self.client.get_nodes():
             r = self.client.get_redis_connection(node)
+
+            def config(name: str, r: Any = r) -> str:
+                return str(r.config_get(name).get(name) or "")
+
             try:
-                if r.config_get("appendonly").get("appendonly") == "yes":
-                    deadline = time.monotonic() + 5
-                    while True:
-                        try:
-                            r.execute_command("BGREWRITEAOF")
-                            started += 1
-                            break
-                        except ResponseError:
-                            if time.monotonic() > deadline:
-                                raise
-                            time.sleep(0.05)
-                if r.config_get("save").get("save"):
-                    r.execute_command("BGSAVE", "SCHEDULE")
-                    started += 1
+                made += persist(r.execute_command, config)
             except RedisError as exc:
                 log.warning("purge: %s:%s could not rewrite its files (%s); old copies stay until it does",
                             node.host, node.port, exc)
-        return started
+        return made
 
-def _as_redis(exc: Exception) -> RedisError:
+
+def as_redis_error(exc: Exception) -> RedisError:
+    """A cluster client's own exception (not a ``RedisError``: a cross-slot
+    transaction, no node for a slot) as a connection error, so that
+    ``failure`` types it; a ``RedisError`` as it is."""
     return exc if isinstance(exc, RedisError) else RedisConnectionError(f"{type(exc).__name__}: {exc}")
 
 
@@ -459,7 +458,7 @@ class ClusterChangeLog:
                     pipe.execute_command("XREVRANGE", self._layout.stream_of(ns), "+", "-", "COUNT", 1)
             found = pipe.execute()
         except (RedisError, RedisClusterException) as exc:
-            raise failure(_as_redis(exc), "reading the change log", self._shown) from None
+            raise failure(as_redis_error(exc), "reading the change log", self._shown) from None
         return {ns: got[0][0].decode() for ns, got in zip(names, found) if got}
 
     def cursor(self) -> str:
@@ -549,6 +548,7 @@ __all__ = [
     "CLUSTER_SCHEMES",
     "ClusterChangeLog",
     "ClusterSide",
+    "as_redis_error",
     "change_log",
     "Replicated",
     "Topology",

@@ -58,7 +58,7 @@ from hrm_memory.core.admin import Admin
 from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
-from hrm_memory.history.forget import Eraser, Forget
+from hrm_memory.history.forget import Forget
 from hrm_memory.history.keeper import History, Version
 from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
@@ -70,7 +70,6 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
-from hrm_memory.storage.forget import eraser_for
 from hrm_memory.storage.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -464,7 +463,7 @@ class MemoryManager(Operations):
                 backend.close()  # ours: a failed open leaves no file open
             raise
         index_dir = None if self.root is None else self.root / "index"
-        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion, eraser_for(backend))
+        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
@@ -578,18 +577,17 @@ class Scope(Operations):
 
 
 def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
-            fusion: str = FUSIONS[0], erase: Eraser | None = None) -> Pipeline:
+            fusion: str = FUSIONS[0]) -> Pipeline:
     """The composition root: the pipeline and its components, each given
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
-    (the core tells it of writes); forget gets history, the index and the
-    backend's eraser (``erase``; default: the one for ``core.backend``);
-    export and import get history."""
+    (the core tells it of writes); forget gets history and the index (the
+    backend erases through ``Backend.erase``); export and import get history."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
-    forget = Forget(core, history, index, erase if erase is not None else eraser_for(core.backend))
+    forget = Forget(core, history, index)
     return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall),
                            history, forget, Portable(core, history)])
 
