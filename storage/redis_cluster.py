@@ -337,8 +337,7 @@ class ClusterSide:
         made and waited for); a node that refuses (``CONFIG`` disabled, or
         unreachable) is logged and skipped."""
         made = 0
-        for node in self.client.get_nodes():
-            r = self.client.get_redis_connection(node)
+        for where, r, opened in self._every_node():
 
             def config(name: str, r: Any = r) -> str:
                 return str(r.config_get(name).get(name) or "")
@@ -346,9 +345,47 @@ class ClusterSide:
             try:
                 made += persist(r.execute_command, config)
             except RedisError as exc:
-                log.warning("purge: %s:%s could not rewrite its files (%s); old copies stay until it does",
-                            node.host, node.port, exc)
+                log.warning("purge: %s could not rewrite its files (%s); old copies stay until it does", where, exc)
+            finally:
+                if opened:
+                    r.close()
         return made
+
+    def _every_node(self) -> list[tuple[str, Any, bool]]:
+        """``(host:port, client, opened here)`` for every primary and every
+        replica. The replicas are read from ``CLUSTER NODES``: the slot map
+        redis-py keeps leaves out a replica that had no data yet when it was
+        loaded. A replica's client is opened like its primary's (same
+        connection class and options) and closed by the caller."""
+        out: list[tuple[str, Any, bool]] = []
+        seen: set[tuple[str, int]] = set()
+        primary: Any = None
+        for node in self.client.get_nodes():
+            r = self.client.get_redis_connection(node)
+            seen.add((node.host, int(node.port)))
+            out.append((f"{node.host}:{node.port}", r, False))
+            primary = primary or r
+        if primary is None:
+            return out
+        try:
+            listing = primary.execute_command("CLUSTER", "NODES")
+        except RedisError as exc:
+            log.warning("purge: the cluster's replicas could not be listed (%s); their files are not redone", exc)
+            return out
+        text = listing.decode() if isinstance(listing, bytes) else str(listing)
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 3 or "slave" not in fields[2] or any(f in fields[2] for f in ("fail", "noaddr", "handshake")):
+                continue
+            host, _, port = fields[1].split("@")[0].rpartition(":")
+            if not port.isdigit() or (host, int(port)) in seen:
+                continue
+            seen.add((host, int(port)))
+            pool = primary.connection_pool
+            kwargs = {**pool.connection_kwargs, "host": host, "port": int(port)}
+            replica = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
+            out.append((f"{host}:{port}", replica, True))
+        return out
 
 
 def as_redis_error(exc: Exception) -> RedisError:

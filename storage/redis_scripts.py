@@ -132,9 +132,16 @@ return {1, moved}
 #: the stream's nodes, so a stream that holds any is copied without them
 #: (same ids) and renamed over the old one; its last id is carried over, so
 #: no later entry gets an id below a cursor handed out before. Returns
-#: {fields removed from live, cold, quarantine, entries removed}.
+#: {fields removed from live, cold, quarantine, entries removed}, or {-3, 0}
+#: (nothing changed) when one of the keys holds another type.
 ERASE = _LEASE_CHECK + """
 local ns, key = ARGV[3], ARGV[4]
+-- every key checked before the first change: a key of the wrong type
+-- (written by something else) refuses the whole erase, never half of it
+for i, want in ipairs({'hash', '', 'hash', 'hash', 'stream'}) do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if want ~= '' and t ~= want and t ~= 'none' then return {-3, 0} end
+end
 local out = {redis.call('HDEL', KEYS[1], key), redis.call('HDEL', KEYS[3], key), redis.call('HDEL', KEYS[4], key), 0}
 if redis.call('EXISTS', KEYS[5]) == 0 then return out end
 local function names_key(fields)
