@@ -38,7 +38,8 @@ from hrm_memory.core.errors import CursorExpired, InvalidArgument, InvalidCursor
 from hrm_memory.core.records import Event, Finding, Stored
 
 SCHEME = "memory://"
-#: Change-log entries kept; a cursor older than the oldest raises CursorExpired.
+#: Change-log entries kept (at least; a quarter more before a trim); a
+#: cursor older than the oldest kept raises CursorExpired.
 LOG_ENTRIES = 100_000
 _CURSOR = "m:"
 _NO_TRACE = "0" * 32
@@ -105,8 +106,8 @@ def open_space(url: str) -> Space:
         space = Space("")
         space.handles = 1
         return space
-    if len(name) > 200 or not all(c.isalnum() or c in "-_." for c in name):
-        raise InvalidArgument("a memory store's name is up to 200 letters, digits, '-', '_' or '.'")
+    if len(name) > 200 or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name):
+        raise InvalidArgument("a memory store's name is up to 200 ASCII letters, digits, '-', '_' or '.'")
     with _named_guard:
         space = _named.setdefault(name, Space(name))
         space.handles += 1
@@ -172,7 +173,7 @@ class MemoryChangeLog:
         space = self.space
         with space.guard:
             space.log.append(_Entry(self.token, op, namespace, key, version, trace_id))
-            if len(space.log) > LOG_ENTRIES:
+            if len(space.log) > LOG_ENTRIES + LOG_ENTRIES // 4:  # trimmed in batches: no shift per append
                 drop = len(space.log) - LOG_ENTRIES
                 del space.log[:drop]
                 space.first += drop
