@@ -378,3 +378,11 @@ def test_recall_forgets_with_the_store(store: Any) -> None:
     assert [h.key for h in store.recall("xylophone", namespaces="learning.patterns")] == ["p"]
     store.consent.revoke("preferences", purge=True)
     assert store.recall("xylophone", namespaces="learning.patterns") == []
+
+
+def test_versions_never_go_back_in_a_namespace_without_history(store: Any) -> None:
+    store.write("focus.slow", "k", 1)
+    store.write("focus.slow", "k", 2)
+    assert store.delete("focus.slow", "k") is True  # the deletion is version 3
+    store.write("focus.slow", "k", 3)
+    assert store.get_record("focus.slow", "k").version == 4
