@@ -465,7 +465,7 @@ class RedisBackend:
             except RedisError as exc:
                 raise failure(exc, "a forget", self._shown, namespace) from None
             if int(res[0]) < 0:
-                self._wait(h, res, None, 0.0)  # the lease expired while held: LockTimeout, nothing changed
+                self._wait(h, res, None, 0.0)  # a key of another type, or the lease lost: typed, nothing changed
         out = dict(zip(("warm", "cold", "quarantine", "events"), (int(n) for n in res)))
         if any(out.values()):
             out["rewrite"] = self._rewrite_files(namespace)

@@ -6,9 +6,9 @@ must go: the component holds the namespace lock (across processes) and
 removes the key from this process's hot tier, from the backend (records,
 archive, quarantine, change log: ``Backend.erase``, part of the backend
 contract), from the kept history (the same call on ``_h.<namespace>``) and
-from the recall index (on disk, WAL included, and in
-memory). No change-log entry is written for it (one would name the key);
-subscribers in this process get no event either.
+from the recall index (on disk, WAL included, and in memory). No change-log
+entry is written for it (one would name the key); subscribers in this
+process get no event either.
 """
 
 from __future__ import annotations
