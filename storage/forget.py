@@ -6,7 +6,7 @@ the change-log entries naming the key). ``erase`` removes all of it, so that
 not a byte of the record's values stays in any file of the store, and its key
 stays in none of the change-log entries. ``FileBackend.erase`` does:
 
-- warm: a tombstone, then the namespace's buckets rewritten (compaction), so
+- warm: a tombstone, then the key's bucket rewritten (compaction), so
   the old lines are in no file any more (left-over ``.compact`` temps removed);
 - cold: every frame holding the key rewritten in place without it
   (:meth:`ColdTier.erase`: same offsets, the other keys' markers stay valid);
