@@ -188,7 +188,7 @@ class FileBackend:
 
     def erase(self, namespace: str, key: str) -> dict[str, int]:
         """Every byte of ``key`` out of every file: warm lines (a tombstone,
-        then the buckets rewritten without any line naming the key), archive
+        then the key's bucket rewritten without any line naming it), archive
         frames (rewritten in place), quarantined spans, change-log lines
         (blanked in place): ``forget.py`` has the why of each step."""
         out = {"warm": 0, "cold": 0, "quarantine": 0, "events": 0}
