@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from hrm_memory.core.backend import Backend
+from hrm_memory.core.backend import PERSISTENT, Backend
 from hrm_memory.core.codes import Codec, CodecRegistry
 from hrm_memory.core.errors import InvalidArgument, UnknownConsentCategory
 from hrm_memory.core.events import Callback, Subscription
@@ -58,7 +58,7 @@ from hrm_memory.core.admin import Admin
 from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
-from hrm_memory.history.forget import Eraser, Forget
+from hrm_memory.history.forget import Forget
 from hrm_memory.history.keeper import History, Version
 from hrm_memory.history.importer import Importer
 from hrm_memory.history.portable import Portable
@@ -71,7 +71,8 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
-from hrm_memory.storage.forget import eraser_for
+from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
+from hrm_memory.storage.memory import MemoryBackend
 from hrm_memory.storage.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -366,6 +367,11 @@ class MemoryManager(Operations):
         ``redis+cluster://host:port,host:port/0`` for a Redis Cluster), with
         ``lock_timeout`` and ``signal_log`` applied; its locks always reach
         across hosts and durability is the server's persistence setting.
+        ``"memory://"``: the reference backend, every record in this
+        process's memory and gone at close (``memory://<name>``: a store
+        shared by the managers of this process that open that name, while
+        one has it open); its recall index stays in memory too
+        (docs/architecture.md).
     lock_timeout:
         Seconds to wait for a file lock before :class:`LockTimeout`.
     namespaces:
@@ -431,13 +437,17 @@ class MemoryManager(Operations):
             raise InvalidArgument("lock_timeout must be a number >= 0")
         self.root: Path | None
         owns_backend = backend is None or isinstance(backend, str)
-        if isinstance(backend, str):
+        if isinstance(backend, str) and backend.strip().lower().startswith(MEMORY_SCHEME):
+            # "memory://[name]": the reference backend, in this process only.
+            backend = MemoryBackend(backend.strip(), lock_timeout=lock_timeout, signal_log=signal_log)
+            self.root = Path(root).absolute() if root is not None else None
+        elif isinstance(backend, str):
             # "redis://host:port/db[?prefix=...]": the Redis backend, imported
             # only when asked for (redis-py is the optional extra "redis").
             from hrm_memory.storage.redis_url import any_scheme_of, refusal
 
             if any_scheme_of(backend) is None:  # never quote the string: it may hold a password
-                raise InvalidArgument(f"backend= takes a Backend or a Redis URL: {refusal(backend)}")
+                raise InvalidArgument(f"backend= takes a Backend, memory:// or a Redis URL: {refusal(backend)}")
             from hrm_memory.storage.redis_backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)
@@ -475,8 +485,9 @@ class MemoryManager(Operations):
             if owns_backend:
                 backend.close()  # ours: a failed open leaves no file open
             raise
-        index_dir = None if self.root is None else self.root / "index"
-        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion, eraser_for(backend))
+        # A store that does not persist keeps its derived data in memory too.
+        index_dir = None if self.root is None or PERSISTENT not in backend.capabilities else self.root / "index"
+        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
@@ -601,18 +612,17 @@ class Scope(Operations):
 
 
 def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
-            fusion: str = FUSIONS[0], erase: Eraser | None = None) -> Pipeline:
+            fusion: str = FUSIONS[0]) -> Pipeline:
     """The composition root: the pipeline and its components, each given
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
-    (the core tells it of writes); forget gets history, the index and the
-    backend's eraser (``erase``; default: the one for ``core.backend``);
-    export and import get history."""
+    (the core tells it of writes); forget gets history and the index (the
+    backend erases through ``Backend.erase``); export and import get history."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
-    forget = Forget(core, history, index, erase if erase is not None else eraser_for(core.backend))
+    forget = Forget(core, history, index)
     admin = Admin(core)
     return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),
                            history, forget, Portable(core, history), Importer(core, history, admin.decide)])
