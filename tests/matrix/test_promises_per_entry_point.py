@@ -3,7 +3,8 @@
 Each cell is a real call through one entry point (the sync API, the async
 twin, a scope, the CLI in a subprocess, the MCP server through the MCP SDK's
 client, the LangGraph store, an import file) on one backend (files, a real
-redis-server, a real 6-node Redis Cluster), checking one promise:
+redis-server, a real 6-node Redis Cluster, the memory:// reference backend),
+checking one promise:
 
 - a gated write without consent leaves 0 bytes of its value on disk (or on
   the server);
@@ -269,7 +270,9 @@ class Import:
 
 # -- the stores ------------------------------------------------------------------------
 
-BACKENDS = ["file", "redis", "cluster"]
+BACKENDS = ["file", "redis", "cluster", "memory"]
+#: Entry points in a process of their own cannot reach a store held in this process's memory.
+OTHER_PROCESS = ("cli", "mcp", "mcp --scope")
 ENTRY_POINTS = ["api", "async", "scope", "async scope", "cli", "mcp", "mcp --scope", "langgraph", "import"]
 
 
@@ -284,6 +287,8 @@ class Store:
             require_redis()
             self.url = fresh_url()
             self.nodes = [self.url.split("?", 1)[0]]
+        elif backend == "memory":
+            self.url = f"memory://matrix-{secrets.token_hex(6)}"
         elif backend == "cluster":
             require_redis()
             from tests.helpers.redis_cluster import shared_cluster
@@ -299,6 +304,8 @@ class Store:
         self.tmp = tmp
 
     def driver(self, name: str) -> Driver:
+        if self.url is not None and self.url.startswith("memory://") and name in OTHER_PROCESS:
+            pytest.skip("the memory:// backend lives in this process; a CLI or MCP server process has its own")
         if name not in self.drivers:
             self.drivers[name] = self._make(name)
         return self.drivers[name]
