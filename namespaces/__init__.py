@@ -1,7 +1,7 @@
 """The HRM namespace declarations: one module per HRM, each a list of specs.
 
 Declarations are data (name, home tier, TTL, caps, ...), read by one engine,
-the manager. :func:`seed` returns the whole seed set of DESIGN.md.
+the manager. :func:`seed` returns the whole seed set (the README's namespace table).
 """
 
 from __future__ import annotations

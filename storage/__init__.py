@@ -4,8 +4,9 @@
 under one root: warm (checksummed JSON logs), cold (archive), flock locks and
 the file change log. ``HotTier`` is process memory (session namespaces and
 gated values awaiting consent), which the pipeline keeps for every backend.
-``RedisBackend`` (several hosts, one Redis server) is imported on first use:
-redis-py is the optional extra ``redis``. Nothing here imports the manager or
+``MemoryBackend`` (``memory://``) is the reference backend, every record in
+process memory. ``RedisBackend`` (several hosts, one Redis server) is
+imported on first use: redis-py is the optional extra ``redis``. Nothing here imports the manager or
 the pipeline.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from .cold import ColdTier
 from .file import DURABILITY, FileBackend
 from .hot import HotTier, ReadCache
+from .memory import MemoryBackend
 from .signal_log import FileChangeLog
 from .warm import WarmTier
 
@@ -26,4 +28,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DURABILITY", "ColdTier", "FileBackend", "FileChangeLog", "HotTier", "ReadCache", "RedisBackend", "WarmTier"]
+__all__ = ["DURABILITY", "ColdTier", "FileBackend", "FileChangeLog", "HotTier", "MemoryBackend", "ReadCache", "RedisBackend",
+           "WarmTier"]

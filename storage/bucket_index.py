@@ -8,7 +8,7 @@ one, the first read costs a read of this file, two 1 KiB samples of the
 bucket (for a bucket of up to ``SMALL`` bytes: one read of all of it, whose
 lines are then cut from those bytes), a binary search and the read of the
 record's line; lines appended after the index was written are scanned as
-before (issue 13). Every bucket gets one, whatever its size.
+usual. Every bucket gets one, whatever its size.
 
 It is a cache, never a source of truth:
 

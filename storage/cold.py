@@ -71,8 +71,8 @@ def _is_record(row: Any) -> bool:
 
 def _decode_payload(payload: bytes) -> list[Stored]:
     """The records of a frame; :class:`CorruptRecord` for a payload that passes
-    its crc32 but is not zlib, not msgpack, or not records (issue 14, item 8:
-    such a frame made read() and check() raise untyped errors)."""
+    its crc32 but is not zlib, not msgpack, or not records, so that read()
+    and check() say what is wrong in the store's own error."""
     try:
         rows = msgpack.unpackb(zlib.decompress(payload), raw=False)
     except Exception as exc:  # noqa: BLE001 - zlib and msgpack errors are all damage
@@ -161,8 +161,8 @@ class ColdTier:
         # any process removed the segment and a new archive wrote another
         # frame there, so a cached frame is served only after its segment's
         # header at that offset is read again and still says the same
-        # (issue 22, item 2: a cache keyed by the location alone served the
-        # purged frame, and a sound record read as CorruptRecord).
+        # (a cache keyed by the location alone would serve a purged frame,
+        # and a sound record written there since would read as CorruptRecord).
         self._frame_cache: OrderedDict[tuple[str, bytes], tuple[tuple[int, int, int, int], _Frame]] = OrderedDict()
 
     def _segments(self, namespace: str) -> list[Path]:

@@ -27,6 +27,7 @@ from hrm_memory.core.records import Finding, Stored
 
 from . import fsutil as _fs
 from .cold import ColdTier
+from .forget import erase_log_entries, erase_quarantined
 from .hot import ReadCache
 from .locks import NamespaceLocks
 from .purge_epochs import FilePurgeEpochs
@@ -184,6 +185,26 @@ class FileBackend:
                 scrub(self.changes, namespace)
             self.purges.bump(namespace)  # after the data went: every recall index drops its rows (purge_epochs.py)
         return {"warm": len(keys), "cold": cold, "quarantine": quarantined}
+
+    def erase(self, namespace: str, key: str) -> dict[str, int]:
+        """Every byte of ``key`` out of every file: warm lines (a tombstone,
+        then the key's bucket rewritten without any line naming it), archive
+        frames (rewritten in place), quarantined spans, change-log lines
+        (blanked in place): ``forget.py`` has the why of each step."""
+        out = {"warm": 0, "cold": 0, "quarantine": 0, "events": 0}
+        with self.locks.hold(namespace):
+            if self.warm.get(namespace, key) is not None:
+                self.delete(namespace, key, _now_us())
+                out["warm"] = 1
+            if (self.root / "warm" / namespace).is_dir():
+                self.warm.compact(namespace, forget=frozenset({key}))  # its tombstone goes too: no line names it
+                for temp in (self.root / "warm" / namespace).glob(".*.compact"):
+                    temp.unlink(missing_ok=True)
+            self.cache.discard((namespace, key))
+            out["cold"] = self.cold.erase(namespace, key)
+            out["quarantine"] = erase_quarantined(self.root, namespace, key)
+        out["events"] = erase_log_entries(self.root / "events", namespace, key)
+        return out
 
     # -- run-time declarations ------------------------------------------------------
 

@@ -1,31 +1,25 @@
-"""Erasing one record from every place a backend keeps it (``MemoryManager.forget``).
+"""Erasing one key from the files of a store root (``FileBackend.erase``).
 
 ``delete`` leaves a versioned tombstone and keeps what came before (the
 superseded log lines until compaction, the archived copy, the kept history,
-the change-log entries naming the key). ``forget`` removes all of it, so that
-not a byte of the record's values stays in any file of the store (or key of
-the server), and its key stays in none of the change-log entries:
+the change-log entries naming the key). ``erase`` removes all of it, so that
+not a byte of the record's values stays in any file of the store, and its key
+stays in none of the change-log entries. ``FileBackend.erase`` does:
 
-File backend (:func:`erase_file`):
-- warm: a tombstone, then the namespace's buckets rewritten (compaction), so
+- warm: a tombstone, then the key's bucket rewritten (compaction), so
   the old lines are in no file any more (left-over ``.compact`` temps removed);
 - cold: every frame holding the key rewritten in place without it
   (:meth:`ColdTier.erase`: same offsets, the other keys' markers stay valid);
-- quarantine: every quarantined span of the namespace that holds the key, or
-  that cannot be read well enough to tell (a damaged archive span), removed;
-- change log: each ``events/*.log`` line naming the key overwritten in place
-  with blanks of the same length (readers skip unframed lines), so every
-  cursor (a byte offset) stays valid.
+- quarantine (:func:`erase_quarantined`): every quarantined span of the
+  namespace that holds the key, or that cannot be read well enough to tell
+  (a damaged archive span), removed;
+- change log (:func:`erase_log_entries`): each ``events/*.log`` line naming
+  the key overwritten in place with blanks of the same length (readers skip
+  unframed lines), so every cursor (a byte offset) stays valid.
 
-Redis backend (:func:`erase_redis`): the key's fields removed from the live,
-archive and quarantine hashes (no tombstone), the change stream rewritten
-without the key's entries by one script (the same ids, so cursors stay valid;
-``XDEL`` would leave the bytes in the stream's nodes), then the server asked
-to rewrite its persistence files, as a purge does.
-
-Both are called with the namespace lock held, for the namespace itself and
-for its kept history (``_h.<namespace>``). Whole-namespace purges
-(``Backend.purge``) are the other path to the same end; the two share the
+The Redis backend's counterpart is ``RedisBackend.erase`` (one script per
+namespace: ``redis_scripts.ERASE``); whole-namespace purges
+(``Backend.purge``) are the other path to the same end, and share the
 quarantine and change-log scrubbing rules.
 """
 
@@ -33,60 +27,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from hrm_memory.core.backend import Backend
-
 from . import fsutil as _fs
-from .file import FileBackend
-
-#: What an eraser reports: count per place.
-Erased = dict[str, int]
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def eraser_for(backend: Backend) -> Callable[[str, str], Erased]:
-    """The function that erases ``(namespace, key)`` from ``backend``;
-    :class:`Unsupported` for a backend this module does not know."""
-    if isinstance(backend, FileBackend):
-        return lambda namespace, key: erase_file(backend, namespace, key)
-    if type(backend).__name__ == "RedisBackend":
-        return lambda namespace, key: erase_redis(backend, namespace, key)
-    from hrm_memory.core.errors import Unsupported
-
-    def refuse(namespace: str, key: str) -> Erased:
-        raise Unsupported(f"the backend {backend.system} cannot forget a record (no eraser for it)")
-
-    return refuse
-
-
-# -- files ----------------------------------------------------------------------------
-
-
-def erase_file(backend: FileBackend, namespace: str, key: str) -> Erased:
-    out = {"warm": 0, "cold": 0, "quarantine": 0, "events": 0}
-    with backend.locks.hold(namespace):
-        old = backend.warm.get(namespace, key)
-        if old is not None:
-            backend.delete(namespace, key, _now_us())
-            out["warm"] = 1
-        if (backend.root / "warm" / namespace).is_dir():
-            backend.warm.compact(namespace, forget=frozenset({key}))  # its tombstone goes too: no line names it
-            for temp in (backend.root / "warm" / namespace).glob(".*.compact"):
-                temp.unlink(missing_ok=True)
-        backend.cache.discard((namespace, key))
-        out["cold"] = backend.cold.erase(namespace, key)
-        out["quarantine"] = erase_quarantined(backend.root, namespace, key)
-    out["events"] = erase_log_entries(backend.root / "events", namespace, key)
-    return out
 
 
 def _in_line(data: bytes, key: str) -> bool:
@@ -175,73 +121,4 @@ def erase_log_entries(events: Path, namespace: str, key: str) -> int:
     return blanked
 
 
-# -- Redis ----------------------------------------------------------------------------
-
-#: Copy the stream without the entries of (namespace, key), ids kept, and
-#: put the copy in its place; its last id stays the old one (XSETID), so a
-#: new entry never gets an id below a cursor handed out before.
-_REWRITE_STREAM = """
-local src, tmp = KEYS[1], KEYS[2]
-local ns, key = ARGV[1], ARGV[2]
-if redis.call('EXISTS', src) == 0 then return 0 end
-local info = redis.call('XINFO', 'STREAM', src)
-local last = nil
-for i = 1, #info, 2 do if info[i] == 'last-generated-id' then last = info[i + 1] end end
-redis.call('DEL', tmp)
-local removed, kept, start = 0, 0, '-'
-while true do
-  local batch = redis.call('XRANGE', src, start, '+', 'COUNT', 500)
-  for _, entry in ipairs(batch) do
-    local drop = false
-    local fields = entry[2]
-    for j = 1, #fields, 2 do
-      if fields[j] == 'e' then
-        local ok, e = pcall(cjson.decode, fields[j + 1])
-        if ok and type(e) == 'table' and e[3] == ns and e[4] == key then drop = true end
-      end
-    end
-    if drop then removed = removed + 1 else
-      redis.call('XADD', tmp, entry[1], unpack(fields))
-      kept = kept + 1
-    end
-  end
-  if #batch < 500 then break end
-  start = '(' .. batch[#batch][1]
-end
-if removed == 0 then redis.call('DEL', tmp) return 0 end
-if kept == 0 then
-  redis.call('DEL', src)
-  return removed
-end
-redis.call('RENAME', tmp, src)
-if last then redis.call('XSETID', src, last) end
-return removed
-"""
-
-
-def erase_redis(backend: Any, namespace: str, key: str) -> Erased:
-    from redis.exceptions import RedisError
-
-    from .redis_conn import failure
-
-    p = backend.prefix
-    live, cold, quarantine = (f"{p}{t}:{namespace}" for t in "rcq")
-    out = {"warm": 0, "cold": 0, "quarantine": 0, "events": 0}
-    with backend.lock(namespace, cross_process=True):
-        try:
-            pipe = backend._client.pipeline(transaction=True)
-            pipe.hdel(live, key)
-            pipe.hdel(cold, key)
-            pipe.hdel(quarantine, key)
-            out["warm"], out["cold"], out["quarantine"] = (int(n) for n in pipe.execute())
-            out["events"] = int(
-                backend._client.eval(_REWRITE_STREAM, 2, backend._stream, backend._stream + ":forget", namespace, key)
-            )
-        except RedisError as exc:
-            raise failure(exc, "a forget", backend._shown, namespace) from None
-    if any(out.values()):
-        out["rewrite"] = backend._rewrite_files()
-    return out
-
-
-__all__ = ["Erased", "erase_file", "erase_log_entries", "erase_quarantined", "erase_redis", "eraser_for"]
+__all__ = ["erase_log_entries", "erase_quarantined"]

@@ -134,7 +134,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
 def quarantine(root: Path, relpath: str, data: bytes, tag: str) -> Path:
     """Keep damaged bytes under ``root/quarantine`` instead of dropping them."""
     qdir = root / "quarantine"
-    ensure_real_dirs(root, "quarantine")  # a planted link is never followed (issue 14, item 4)
+    ensure_real_dirs(root, "quarantine")  # a planted link is never followed
     make_dirs(qdir, durable=True)
     name = relpath.replace("/", "__") + f".{tag}.bad"
     target = qdir / name

@@ -104,9 +104,9 @@ class WriterGate:
     torn-tail repair and open-time recovery hold ``LOCK_EX``. So a rewrite
     never runs while any process is part-way through an append: an incomplete
     last line seen under the exclusive lock is a dead writer's, and no line
-    lands in a file between a compaction's scan and its rename (issue 14,
-    items 1 and 2: both cut or reordered live writers' acknowledged records
-    when ``locking=False``). ``locking=`` decides only whether ``update()``
+    lands in a file between a compaction's scan and its rename (either would
+    cut or reorder live writers' acknowledged records when
+    ``locking=False``). ``locking=`` decides only whether ``update()``
     serialises across processes. Cost: two ``flock`` calls per append.
 
     Within a process the namespace's thread lock already keeps appends and
@@ -228,7 +228,7 @@ class NamespaceLocks:
 
     def close(self) -> None:
         # Each namespace's thread lock is taken once before anything closes,
-        # so an operation holding it finishes first (issue 14, item 11).
+        # so an operation holding it finishes first.
         for namespace in list(self._threads):
             with self.thread_lock(namespace):
                 lock = self._files.pop(namespace, None)

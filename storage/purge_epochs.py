@@ -8,7 +8,7 @@ epoch it has caught up to; before it answers (``sync_index``) it compares,
 and drops the rows of every namespace purged since. An index update that
 read records before a purge (and embedded them for seconds) checks the epoch
 again inside its write transaction and leaves out the namespaces purged
-meanwhile, so it never writes purged text back (issue 22, items 4 and 5).
+meanwhile, so it never writes purged text back.
 
 File backend: ``meta/purges.json`` (``{"epoch": n, "namespaces": {ns: n}}``),
 replaced atomically under ``meta/purges.lock``. Redis: ``<prefix>purgegen``

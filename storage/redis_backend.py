@@ -40,10 +40,10 @@ from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
 from hrm_memory.core.errors import CorruptRecord, LockTimeout
 from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from .redis_changes import NO_TRACE
-from .redis_cluster import change_log, fence, side_for, topology, write_command
+from .redis_cluster import as_redis_error, change_log, fence, side_for, topology, write_command
 from .redis_conn import Settings, failure
 from .redis_keys import KeyLayout
 from .purge_epochs import RedisPurgeEpochs
@@ -53,7 +53,7 @@ from .redis_upkeep import check
 
 log = logging.getLogger("hrm_memory.redis")
 
-_PUT, _DELETE, _ARCHIVE = SCRIPTS["put"], SCRIPTS["delete"], SCRIPTS["archive"]
+_PUT, _DELETE, _ARCHIVE, _ERASE = SCRIPTS["put"], SCRIPTS["delete"], SCRIPTS["archive"], SCRIPTS["erase"]
 _ACQUIRE, _RELEASE = SCRIPTS["acquire"], SCRIPTS["release"]
 _DECLARE, _UNDECLARE, _DECLARATIONS = SCRIPTS["declare"], SCRIPTS["undeclare"], SCRIPTS["declarations"]
 _BATCH = 500
@@ -441,14 +441,35 @@ class RedisBackend:
                 pipe.unlink(h.live, h.cold, h.quarantine)
                 pipe.srem(h.nsset, namespace)
                 cold, quarantined, _, _ = pipe.execute()
-            except RedisError as exc:
-                raise failure(exc, "a purge", self._shown, namespace) from None
+            except (RedisError, RedisClusterException) as exc:  # the cluster client's own errors too: typed
+                raise failure(as_redis_error(exc), "a purge", self._shown, namespace) from None
             counts["cold"], counts["quarantine"] = int(cold), int(quarantined)
             counts["events"] = self._purge_events(namespace)
             self.purges.bump(namespace)  # after the data went: every host's recall index drops its rows
             fence(self.topology, self._wcmd, h.wait, namespace)  # wait=N: a replica has the purge before it returns
         counts["rewrite"] = self._rewrite_files(namespace)
         return counts
+
+    def erase(self, namespace: str, key: str) -> dict[str, int]:
+        """The key's fields in the namespace's live, archive and quarantine
+        hashes and its change-log entries, in one script under the lease
+        (every key it touches is in the namespace's slot on a cluster: the
+        layout's hash tag); then the persistence files redone, as a purge
+        does, when something was removed."""
+        h = self._hold(namespace)
+        with h:
+            self._acquire(h)  # other hosts' read-modify-writes of the namespace wait
+            keys = (h.live, h.lock, h.cold, h.quarantine, h.stream, h.stream + ":erasing")
+            try:
+                res = _ERASE(self._wcmd, keys, "2", self._token, namespace, key)
+            except RedisError as exc:
+                raise failure(exc, "a forget", self._shown, namespace) from None
+            if int(res[0]) < 0:
+                self._wait(h, res, None, 0.0)  # a key of another type, or the lease lost: typed, nothing changed
+        out = dict(zip(("warm", "cold", "quarantine", "events"), (int(n) for n in res)))
+        if any(out.values()):
+            out["rewrite"] = self._rewrite_files(namespace)
+        return out
 
     def _purge_events(self, namespace: str) -> int:
         """The change log without the namespace's entries: on a cluster its

@@ -194,6 +194,11 @@ class RedisChangeLog:
         parse_id(cursor)
         return self._outage.poll(lambda: bool(self._run_read(cursor, "+", 1)))
 
+    def notify(self, wake: Callable[[], None]) -> None:
+        """None: a subscriber polls the stream (:meth:`changed`) every
+        ``poll_interval``, one round trip each (docs/redis.md)."""
+        return None
+
     def read(self, cursor: str, upto: str | None = None, *, skip_own: bool = True) -> tuple[list[Event], str]:
         parse_id(cursor)
         end = "+"

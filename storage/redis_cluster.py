@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -34,7 +34,7 @@ from hrm_memory.core.records import Event
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import SSLConnection, parse_url
-from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -43,6 +43,7 @@ from .redis_changes import Outage, RedisChangeLog, _before, check_kept, parse_id
 from .redis_url import any_scheme_of, normalized, redact, refusal
 from .redis_conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
 from .redis_keys import KeyLayout
+from .redis_purge import persist
 from .redis_scripts import SCRIPTS, Script
 
 log = logging.getLogger("hrm_memory.redis")
@@ -317,7 +318,7 @@ class ClusterSide:
                 pipe.execute_command("EXISTS", k.live, k.cold, k.quarantine)
             found = pipe.execute()
         except (RedisError, RedisClusterException) as exc:
-            raise failure(_as_redis(exc), "listing namespaces", self.shown) from None
+            raise failure(as_redis_error(exc), "listing namespaces", self.shown) from None
         return [ns for ns, n in zip(names, found) if int(n)]
 
     def purge_events(self, namespace: str) -> int:
@@ -331,31 +332,67 @@ class ClusterSide:
         return n
 
     def rewrite_files(self) -> int:
-        """Every node (replicas too: they hold copies) rewrites its files."""
-        started = 0
+        """Every node (replicas too: they hold copies) redoes its files from
+        memory as it is now, as one server does after a purge
+        (``redis_purge.persist``: a running rewrite waited out, a new one
+        made and waited for); a node that refuses (``CONFIG`` disabled, or
+        unreachable) is logged and skipped."""
+        made = 0
+        for where, r, opened in self._every_node():
+
+            def config(name: str, r: Any = r) -> str:
+                return str(r.config_get(name).get(name) or "")
+
+            try:
+                made += persist(r.execute_command, config)
+            except RedisError as exc:
+                log.warning("purge: %s could not rewrite its files (%s); old copies stay until it does", where, exc)
+            finally:
+                if opened:
+                    r.close()
+        return made
+
+    def _every_node(self) -> list[tuple[str, Any, bool]]:
+        """``(host:port, client, opened here)`` for every primary and every
+        replica. The replicas are read from ``CLUSTER NODES``: the slot map
+        redis-py keeps leaves out a replica that had no data yet when it was
+        loaded. A replica's client is opened like its primary's (same
+        connection class and options) and closed by the caller."""
+        out: list[tuple[str, Any, bool]] = []
+        seen: set[tuple[str, int]] = set()
+        primary: Any = None
         for node in self.client.get_nodes():
             r = self.client.get_redis_connection(node)
-            try:
-                if r.config_get("appendonly").get("appendonly") == "yes":
-                    deadline = time.monotonic() + 5
-                    while True:
-                        try:
-                            r.execute_command("BGREWRITEAOF")
-                            started += 1
-                            break
-                        except ResponseError:
-                            if time.monotonic() > deadline:
-                                raise
-                            time.sleep(0.05)
-                if r.config_get("save").get("save"):
-                    r.execute_command("BGSAVE", "SCHEDULE")
-                    started += 1
-            except RedisError as exc:
-                log.warning("purge: %s:%s could not rewrite its files (%s); old copies stay until it does",
-                            node.host, node.port, exc)
-        return started
+            seen.add((node.host, int(node.port)))
+            out.append((f"{node.host}:{node.port}", r, False))
+            primary = primary or r
+        if primary is None:
+            return out
+        try:
+            listing = primary.execute_command("CLUSTER", "NODES")
+        except RedisError as exc:
+            log.warning("purge: the cluster's replicas could not be listed (%s); their files are not redone", exc)
+            return out
+        text = listing.decode() if isinstance(listing, bytes) else str(listing)
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 3 or "slave" not in fields[2] or any(f in fields[2] for f in ("fail", "noaddr", "handshake")):
+                continue
+            host, _, port = fields[1].split("@")[0].rpartition(":")
+            if not port.isdigit() or (host, int(port)) in seen:
+                continue
+            seen.add((host, int(port)))
+            pool = primary.connection_pool
+            kwargs = {**pool.connection_kwargs, "host": host, "port": int(port)}
+            replica = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
+            out.append((f"{host}:{port}", replica, True))
+        return out
 
-def _as_redis(exc: Exception) -> RedisError:
+
+def as_redis_error(exc: Exception) -> RedisError:
+    """A cluster client's own exception (not a ``RedisError``: a cross-slot
+    transaction, no node for a slot) as a connection error, so that
+    ``failure`` types it; a ``RedisError`` as it is."""
     return exc if isinstance(exc, RedisError) else RedisConnectionError(f"{type(exc).__name__}: {exc}")
 
 
@@ -459,7 +496,7 @@ class ClusterChangeLog:
                     pipe.execute_command("XREVRANGE", self._layout.stream_of(ns), "+", "-", "COUNT", 1)
             found = pipe.execute()
         except (RedisError, RedisClusterException) as exc:
-            raise failure(_as_redis(exc), "reading the change log", self._shown) from None
+            raise failure(as_redis_error(exc), "reading the change log", self._shown) from None
         return {ns: got[0][0].decode() for ns, got in zip(names, found) if got}
 
     def cursor(self) -> str:
@@ -477,6 +514,11 @@ class ClusterChangeLog:
     def changed(self, cursor: str) -> bool:
         pos = decode_cursor(cursor)
         return self._outage.poll(lambda: bool(self._fresh(pos)))
+
+    def notify(self, wake: Callable[[], None]) -> None:
+        """None: a subscriber polls (:meth:`changed`, two round trips) every
+        ``poll_interval`` (docs/redis.md)."""
+        return None
 
     def _run_read(self, namespace: str, start: str, end: str) -> list[Any]:
         try:
@@ -549,6 +591,7 @@ __all__ = [
     "CLUSTER_SCHEMES",
     "ClusterChangeLog",
     "ClusterSide",
+    "as_redis_error",
     "change_log",
     "Replicated",
     "Topology",

@@ -2,7 +2,7 @@
 
 ``XDEL`` only flags a stream entry as deleted inside its listpack node: the
 bytes (namespace, key) stay in memory, in ``DUMP``, in the rewritten AOF and
-in ``dump.rdb``, and come back after a restart (issue 22, item 6).
+in ``dump.rdb``, and come back after a restart.
 ``rewrite_stream`` copies every entry of other namespaces, with its id, to a
 new stream (in batches, each a script), and a last script copies what was
 appended meanwhile, carries the stream's last id, entries-added and
@@ -11,7 +11,7 @@ max-deleted-id over (so cursors and trim detection read it as before) and
 
 ``persist`` then makes the files agree with memory: it waits for a running
 AOF rewrite or RDB save (one forked before the purge still holds the purged
-values: issue 22, item 3), starts a new one, and waits for that to finish
+values), starts a new one, and waits for that to finish
 and succeed (``aof_rewrites``/``rdb_saves`` counted up, status ok). A save is
 made when the server snapshots (``save`` set) or has made a snapshot since it
 started. Bounded by ``timeout``; past it, ``StorageError``: the purge is done

@@ -125,6 +125,68 @@ if mode == '2' then redis.call('DEL', KEYS[2]) wake(KEYS[5]) end
 return {1, moved}
 """
 
+#: KEYS: live, lock, cold, quarantine, stream, a scratch key in the stream's
+#: slot. ARGV: mode, token, namespace, key. Erases the key (``forget``): its
+#: fields in the live, archive and quarantine hashes (tombstone included),
+#: and its entries in the change stream. ``XDEL`` would leave their bytes in
+#: the stream's nodes, so a stream that holds any is copied without them
+#: (same ids) and renamed over the old one; its last id is carried over, so
+#: no later entry gets an id below a cursor handed out before. Returns
+#: {fields removed from live, cold, quarantine, entries removed}, or {-3, 0}
+#: (nothing changed) when one of the keys holds another type.
+ERASE = _LEASE_CHECK + """
+local ns, key = ARGV[3], ARGV[4]
+-- every key checked before the first change: a key of the wrong type
+-- (written by something else) refuses the whole erase, never half of it
+for i, want in ipairs({'hash', '', 'hash', 'hash', 'stream'}) do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if want ~= '' and t ~= want and t ~= 'none' then return {-3, 0} end
+end
+local out = {redis.call('HDEL', KEYS[1], key), redis.call('HDEL', KEYS[3], key), redis.call('HDEL', KEYS[4], key), 0}
+if redis.call('EXISTS', KEYS[5]) == 0 then return out end
+local function names_key(fields)
+  for j = 1, #fields, 2 do
+    if fields[j] == 'e' then
+      local ok, e = pcall(cjson.decode, fields[j + 1])
+      if ok and type(e) == 'table' and e[3] == ns and e[4] == key then return true end
+    end
+  end
+  return false
+end
+local function each(fn)
+  local start = '-'
+  while true do
+    local batch = redis.call('XRANGE', KEYS[5], start, '+', 'COUNT', 500)
+    for _, entry in ipairs(batch) do fn(entry) end
+    if #batch < 500 then return end
+    start = '(' .. batch[#batch][1]
+  end
+end
+local found = 0
+each(function(entry) if names_key(entry[2]) then found = found + 1 end end)
+if found == 0 then return out end
+out[4] = found
+local info = redis.call('XINFO', 'STREAM', KEYS[5])
+local last = nil
+for i = 1, #info, 2 do if info[i] == 'last-generated-id' then last = info[i + 1] end end
+redis.call('DEL', KEYS[6])
+local kept = 0
+each(function(entry)
+  if not names_key(entry[2]) then
+    redis.call('XADD', KEYS[6], entry[1], unpack(entry[2]))
+    kept = kept + 1
+  end
+end)
+if kept == 0 then
+  -- every entry went: an empty stream that still knows its last id
+  redis.call('XADD', KEYS[6], last, 'e', '')
+  redis.call('XDEL', KEYS[6], last)
+end
+redis.call('RENAME', KEYS[6], KEYS[5])
+redis.call('XSETID', KEYS[5], last)
+return out
+"""
+
 #: KEYS: lock, live. ARGV: token, lease ms, [key]. Takes (or extends) the
 #: lease and, with a key, reads the record in the same step.
 ACQUIRE = """
@@ -234,6 +296,7 @@ SCRIPTS = {
         "put": PUT,
         "delete": DELETE,
         "archive": ARCHIVE,
+        "erase": ERASE,
         "acquire": ACQUIRE,
         "release": RELEASE,
         "declare": DECLARE,

@@ -2,12 +2,14 @@
 
 Every persisted change appends one line to an append-only log,
 ``events/<nnnnnn>.log`` (the same checksummed line framing as the warm tier;
-no values, only op, namespace, key, version, trace id and origin). Other
-processes poll its size (see :class:`hrm_memory.core.events.EventBus`) and read new
-lines in log order, which is commit order per key. Why a log and not
-file-system notifications: a log gives every event exactly once and in order,
+no values, only op, namespace, key, version, trace id and origin). A
+subscribing process sleeps until the file system says a segment was written
+(:mod:`hrm_memory.storage.signal_watch`, or polls its size where that cannot
+work: see :class:`hrm_memory.core.events.EventBus`), then reads the new lines in
+log order, which is commit order per key. Why a log and not the
+notifications alone: a log gives every event exactly once and in order,
 survives the subscriber's absence (a cursor replays what was missed), and
-works where inotify does not.
+works where notifications do not; a notification only says "read again".
 
 The log is bounded by count and by age (issue 13: it is part of the store's
 footprint). Segments roll over at ``SEGMENT_BYTES`` (256 KiB, some 3,000
@@ -31,9 +33,11 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from hrm_memory.core.backend import Notifications
 from hrm_memory.core.errors import CursorExpired, InvalidCursor
 from hrm_memory.core.records import Event
 
@@ -226,6 +230,17 @@ class FileChangeLog:
                 raise CursorExpired(f"cursor {cursor} is older than the oldest kept signal segment {segs[0]}")
             return bool(segs) and segs[-1] > seg
         return size > off or self._path(seg + 1).exists()
+
+    def notify(self, wake: Callable[[], None]) -> Notifications:
+        """Wake-ups from the file system when a segment is written or created
+        (:mod:`hrm_memory.storage.signal_watch`: one observer per process).
+        Creates ``events/`` if it is not there yet, so a subscriber that
+        comes before the first write is woken by it."""
+        ensure_real_dirs(self.dir.parent, "events")
+        make_dirs(self.dir, durable=False)
+        from .signal_watch import listen  # watchdog is imported by the first subscriber, not at open
+
+        return listen(self.dir, wake)
 
     def read(self, cursor: str, upto: str | None = None, *, skip_own: bool = True) -> tuple[list[Event], str]:
         start = parse_cursor(cursor)

@@ -1,8 +1,8 @@
 """A purge's last step in the file change log: the namespace's lines blanked in place.
 
 The change log (``signal_log.py``) holds, per change, the namespace and the
-key (never the value). A purge removes the keys too (issue 22, item 7, as
-the Redis backend rewrites its stream): every line of the purged namespace
+key (never the value). A purge removes the keys too (as the Redis backend
+rewrites its stream): every line of the purged namespace
 in the kept segments is overwritten, at the same offset and with the same
 length, by a checksummed filler line that is no event, so cursors (segment
 and offset) stay valid and readers skip it as they skip any line that is not

@@ -320,7 +320,7 @@ class WarmTier:
                 log.info("compaction of %s postponed: %s", b.rel, exc)
 
     def close(self) -> None:
-        # A fence, not a cut (issue 14, item 11): see BucketFiles.close. Each
+        # A fence, not a cut: see BucketFiles.close. Each
         # bucket's persisted index is written first, so that the next open's
         # first reads are not scans; then this process's writer note goes.
         self.files.close(self.upkeep.save_indexes)

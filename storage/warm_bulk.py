@@ -31,7 +31,7 @@ class BulkReads:
         ``strict`` (what queries use) answers as :meth:`get` does: a key whose
         newest line is damaged, or any key of a bucket holding a damaged line
         whose key is unreadable, raises :class:`CorruptRecord` rather than
-        serving an older version (issue 14, item 6). Maintenance (archive,
+        serving an older version. Maintenance (archive,
         caps, purge, check) scans with ``strict=False`` and skips them."""
         for b in self.files.buckets_of(namespace):
             with b.lock:

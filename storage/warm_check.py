@@ -3,9 +3,8 @@
 A check scans every bucket afresh (never the cached or persisted index) and
 reports, and with ``fix`` repairs: damaged lines and torn tails (moved to
 quarantine by a compaction), loose permissions, stray files, lines in a
-bucket their key does not hash to and old lines replayed (issue 14, item 7),
-and persisted indexes that are damaged or untrue to their bucket file
-(issue 13).
+bucket their key does not hash to and old lines replayed, and persisted
+indexes that are damaged or untrue to their bucket file.
 """
 
 from __future__ import annotations

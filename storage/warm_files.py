@@ -365,7 +365,7 @@ class BucketFiles:
                         # claims a version no newer than an intact line of
                         # that key cannot be its newest: the damage is in the
                         # key (note)0000 read as note-0000), and the intact
-                        # record must not be dropped with it (issue 14, item 3).
+                        # record must not be dropped with it.
                         if old is None or old[0] == "x" or version > old[1]:
                             index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
                 else:
@@ -537,7 +537,7 @@ class BucketFiles:
         """Refuse further use, call ``before`` with every bucket (while no new
         one can appear), then close every descriptor and counter file.
 
-        A fence, not a cut (issue 14, item 11): operations already on a
+        A fence, not a cut: operations already on a
         bucket finish (each bucket's lock is taken before its file is
         closed); later ones meet ``closed`` in refresh and raise
         StoreClosed. A descriptor is never closed under a running write,

@@ -26,7 +26,7 @@ from . import bucket_index
 from .fsutil import FILE_MODE, NOFOLLOW, fsync_dir, quarantine, storage_error, temp_path
 from .locks import NamespaceLocks
 from .warm_files import Bucket, BucketFiles, Entry
-from .warm_format import parse_line, read_line_at
+from .warm_format import bucket_of, parse_line, read_line_at
 from .warm_notes import WriterNotes
 
 log = logging.getLogger("hrm_memory.warm")
@@ -76,8 +76,8 @@ class Upkeep:
                 raise storage_error(exc, "move damaged bytes aside from", b.path) from None
             live = sorted(b.index.items(), key=lambda ke: ke[1][4])
             # Noted in run/ before the temp exists, so that if this process
-            # dies here the next open removes the temp (issue 14, item 13: a
-            # compacting process that never appended to the bucket had no note).
+            # dies here the next open removes the temp (a compacting process
+            # that never appended to the bucket has no note of its own).
             self.notes.touch(b.rel)
             tmp = b.path.with_name(f".{b.path.name}.{os.getpid()}.compact")
             new_index: dict[str, Entry] = {}
@@ -219,11 +219,15 @@ class Upkeep:
 
     def compact(self, namespace: str | None = None, *, drop_deleted: bool = False,
                 forget: frozenset[str] = frozenset()) -> int:
-        """Compact every bucket (of one namespace); return the bytes reclaimed."""
+        """Compact every bucket (of one namespace); return the bytes reclaimed.
+        With ``forget``, only the buckets those keys hash to: every line of a
+        key is in its own bucket."""
         total = 0
+        only = {bucket_of(k) for k in forget}
         for ns in [namespace] if namespace else self.files.namespaces():
             for b in self.files.buckets_of(ns):
-                total += self.compact_bucket(ns, b, drop_deleted=drop_deleted, forget=forget)
+                if not only or b.idx in only:
+                    total += self.compact_bucket(ns, b, drop_deleted=drop_deleted, forget=forget)
         return total
 
 

@@ -24,6 +24,7 @@ from hrm_memory.core.errors import BadInput
 from hrm_memory.history import portable
 from hrm_memory.namespaces import seed
 from tests.helpers.redis_server import fresh_url, require_redis
+from tests.helpers.streams import pipe
 
 
 def _populate(mm: MemoryManager) -> None:
@@ -74,7 +75,7 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
 
     url = fresh_url()
     with MemoryManager(tmp_path / "b", backend=url) as dst:
-        counts = dst.import_(tmp_path / "one.jsonl")
+        counts = dst.import_(tmp_path / "one.jsonl", apply_consent=True)
         assert counts["records"] == len(records) and counts["existing"] == 0 and counts["declared"] == 1
         second = _export(dst, tmp_path / "two.jsonl")
         assert second == first
@@ -83,10 +84,10 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
         assert dst.history("shared.people", "key-0") == want_history
         assert dst.consent.status() == {"conversation": True, "signals": False, "preferences": True}
         assert dst.recall("revised again", namespaces="shared.people")  # the index learnt of the imported records
-        again = dst.import_(tmp_path / "one.jsonl")  # idempotent
+        again = dst.import_(tmp_path / "one.jsonl", apply_consent=True)  # idempotent
         assert again["existing"] == again["records"] and _export(dst, tmp_path / "three.jsonl") == first
     with MemoryManager(tmp_path / "c") as back:  # and back to files, through a stream
-        back.import_(io.BytesIO(second))
+        back.import_(io.BytesIO(second), apply_consent=True)
         assert _export(back, tmp_path / "four.jsonl") == first
 
 
@@ -153,7 +154,11 @@ def test_a_truncated_export_says_so(tmp_path: Path) -> None:
     with MemoryManager(tmp_path / "b") as dst:
         with pytest.raises(BadInput, match="truncated"):
             dst.import_(tmp_path / "cut.jsonl")
-        assert dst.read("shared.people", "ann") == {"n": "Ann"}  # what it held was imported
+        assert dst.read("shared.people", "ann") is None  # a file read twice is checked whole: nothing applied
+        with pytest.raises(BadInput, match="truncated"):
+            dst.import_(pipe((tmp_path / "cut.jsonl").read_bytes()))
+        assert dst.read("shared.people", "ann") == {"n": "Ann"}  # a stream: what came before the cut is imported
+
 
 
 def test_cli_export_and_import(tmp_path: Path) -> None:

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hrm_memory import Event, MemoryManager, NamespaceSpec
 from hrm_memory import CursorExpired, InvalidCursor
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=["notified", "polling"])
+def wake(request: pytest.FixtureRequest) -> str:
+    """How a cross-process subscriber hears of changes: file-system
+    notifications (the default) or the polling fallback."""
+    return str(request.param)
+
+
+def assert_watching(mm: MemoryManager, wake: str) -> None:
+    assert mm._pipeline.bus.watching == wake, "the mode under test is not the one running"
 
 
 def test_callback_runs_after_commit_and_sees_the_value(mm: MemoryManager) -> None:
@@ -91,7 +105,7 @@ def test_commit_order_per_key_across_threads(mm: MemoryManager) -> None:
     assert [e.version for e in got] == list(range(1, 801))
 
 
-def test_cursor_replays_what_was_missed(root: Path) -> None:
+def test_cursor_replays_what_was_missed(root: Path, wake: str) -> None:
     with MemoryManager(root) as mm:
         cursor = mm.cursor()
         mm.write("altitude.patterns", "a", 1)
@@ -103,10 +117,10 @@ def test_cursor_replays_what_was_missed(root: Path) -> None:
         with pytest.raises(InvalidCursor):
             mm.events_since("yesterday")
     # a late subscriber in another manager asks for what it missed
-    with MemoryManager(root) as late:
+    with MemoryManager(root, notifications=wake == "notified") as late:
         got: list[Event] = []
         with late.subscribe("altitude.*", got.append, since=cursor):
-            pass
+            assert_watching(late, wake)
         assert [(e.op, e.key) for e in got] == [("write", "a"), ("delete", "a")]
         assert all(e.origin.startswith("pid:") for e in got)
 
@@ -129,7 +143,7 @@ def test_expired_cursor(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path) -> None:
+def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path, wake: str) -> None:
     """2 writers x 500 rounds (each an update of a shared key and a write),
     1 subscriber: every event received once, in order per key."""
     n = 500
@@ -141,7 +155,10 @@ def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path) -> None
             got.append(e)
 
     go = tmp_path / "go"
-    with MemoryManager(root, namespaces=[NamespaceSpec("ev.data")]) as mm, mm.subscribe("ev.*", collect):
+    with MemoryManager(
+        root, namespaces=[NamespaceSpec("ev.data")], notifications=wake == "notified"
+    ) as mm, mm.subscribe("ev.*", collect):
+        assert_watching(mm, wake)
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests.helpers.event_writer", str(root), name, str(n), "--go", str(go)],
@@ -168,3 +185,47 @@ def test_two_writer_processes_one_subscriber(root: Path, tmp_path: Path) -> None
     for key, versions in by_key.items():
         # once each, in commit order: exactly 1..final version, ascending
         assert versions == list(range(1, final[key] + 1)), key
+
+
+op_lists = st.lists(st.tuples(st.sampled_from(["write", "update", "delete"]), st.integers(0, 4)), min_size=1, max_size=30)
+
+
+@pytest.mark.parametrize("mode", ["notified", "polling"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=op_lists, split=st.integers(0, 30))
+def test_remote_events_are_the_commits_in_order_property(mode: str, ops: list[tuple[str, int]], split: int) -> None:
+    """Another manager on the root (its own writer name, so it reads A's
+    changes from the log as another process would) subscribes part-way with
+    a cursor from the start: replay plus live events are exactly A's
+    commits, once each, in commit order, in either wake-up mode."""
+    with tempfile.TemporaryDirectory() as root:
+        with MemoryManager(root, durability="flush") as a, MemoryManager(root, notifications=mode == "notified") as b:
+            local: list[Event] = []
+            remote: list[Event] = []
+            lock = threading.Lock()
+
+            def collect(e: Event) -> None:
+                with lock:
+                    remote.append(e)
+
+            def apply(op: str, k: int) -> None:
+                if op == "write":
+                    a.write("focus.slow", f"k{k}", k)
+                elif op == "update":
+                    a.update("focus.slow", f"k{k}", lambda v: (v or 0) + 1)
+                else:
+                    a.delete("focus.slow", f"k{k}")
+
+            start = a.cursor()
+            with a.subscribe("focus.*", local.append, remote=False):
+                for op, k in ops[:split]:
+                    apply(op, k)
+                with b.subscribe("focus.*", collect, since=start):
+                    assert_watching(b, mode)
+                    for op, k in ops[split:]:
+                        apply(op, k)
+                    deadline = time.monotonic() + 10
+                    while len(remote) < len(local) and time.monotonic() < deadline:
+                        time.sleep(0.002)
+                    time.sleep(0.01)  # anything extra would arrive now
+            assert [(e.op, e.key, e.version) for e in remote] == [(e.op, e.key, e.version) for e in local]

@@ -17,6 +17,7 @@ from hrm_memory.core.codes import Codec, CodecRegistry
 from hrm_memory.core.errors import (
     AccessDenied,
     BackendUnavailable,
+    BadImportLine,
     BadInput,
     CorruptRecord,
     CursorExpired,
@@ -94,6 +95,7 @@ __all__ = [
     "AsyncSubscription",
     "Backend",
     "BackendUnavailable",
+    "BadImportLine",
     "BadInput",
     "ChangeLog",
     "CheckOp",

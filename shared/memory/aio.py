@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hrm_memory.core.errors import InvalidArgument, StoreClosed
 from hrm_memory.core.events import Subscription
-from hrm_memory.manager import MemoryManager
+from hrm_memory.manager import MemoryManager, _op_list
 from hrm_memory.core.ops import (
     ArchiveOp,
     CheckOp,
@@ -65,15 +66,34 @@ from hrm_memory.history.keeper import Version
 _END = object()
 
 
+class _Ended:
+    """Queued when the store closed under a subscription: the iteration raises ``error``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class AsyncSubscription:
     """A live subscription seen from asyncio: iterate it with ``async for``
-    (when no callback was given), ``cancel()`` it, or use ``async with``."""
+    (when no callback was given), ``cancel()`` it, or use ``async with``.
+
+    After ``cancel()`` an iteration ends (``StopAsyncIteration``); once the
+    store is closed (``aclose()``, or ``close()`` of the manager) it delivers
+    what was already queued, then raises :class:`StoreClosed`."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[Event], Any] | None) -> None:
         self._loop = loop
         self._callback = callback
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._dropped = False
+        self._ended = False
         self.subscription: Subscription | None = None
+
+    def _bind(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        subscription.when_ended(self._store_ended)
 
     def _deliver(self, event: Event) -> None:
         """Called on the writing thread: hand the event to the loop."""
@@ -83,6 +103,8 @@ class AsyncSubscription:
             pass
 
     def _on_loop(self, event: Any) -> None:
+        if self._dropped:
+            return  # a subscribe() that never returned: nobody asked for this
         callback = self._callback
         if callback is None:
             self._queue.put_nowait(event)
@@ -90,6 +112,32 @@ class AsyncSubscription:
         result = callback(event)
         if inspect.isawaitable(result):
             asyncio.ensure_future(result)
+
+    def _store_ended(self, error: BaseException | None) -> None:
+        """The subscription ended (any thread); ``error`` when the store closed."""
+        if error is None:
+            return  # cancel() queues its own end
+        try:
+            self._loop.call_soon_threadsafe(self._end_on_loop, error)
+        except RuntimeError:  # the loop is closed: no iteration left to end
+            pass
+
+    def _end_on_loop(self, error: BaseException) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(_Ended(error))
+
+    def _close(self, error: BaseException) -> None:
+        """End this subscription because its async twin closed (any thread)."""
+        if self.subscription is not None:
+            self.subscription.cancel()
+        self._store_ended(error)
+
+    def _drop(self) -> None:
+        """Undo a subscribe() that was cancelled: no delivery, ever."""
+        self._dropped = True
+        if self.subscription is not None:
+            self.subscription.cancel()
 
     def cancel(self) -> None:
         """Stop delivery; an ``async for`` over this subscription ends."""
@@ -107,6 +155,9 @@ class AsyncSubscription:
         if item is _END:
             self._queue.put_nowait(_END)  # a second iterator ends too
             raise StopAsyncIteration
+        if isinstance(item, _Ended):
+            self._queue.put_nowait(item)  # and so does every later one
+            raise item.error
         return item  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> AsyncSubscription:
@@ -123,6 +174,8 @@ class AsyncOperations:
     _pipeline: Pipeline
     _pool: ThreadPoolExecutor
     _hrm: str | None = None
+    #: The live subscriptions made through this twin (and its scopes), ended by ``aclose()``.
+    _live: weakref.WeakSet[AsyncSubscription]
 
     async def _run(self, op: Op) -> Any:
         loop = asyncio.get_running_loop()
@@ -251,7 +304,26 @@ class AsyncOperations:
         delivered on this event loop: to ``callback`` (a function or a
         coroutine function) or, without one, to ``async for``."""
         sub = AsyncSubscription(asyncio.get_running_loop(), callback)
-        sub.subscription = await self._run(SubscribeOp(namespace, sub._deliver, key, remote, since))
+        ctx = contextvars.copy_context()
+        op = SubscribeOp(namespace, sub._deliver, key, remote, since)
+        try:
+            job = self._pool.submit(ctx.run, self._pipeline.run, op, None, self._hrm)
+        except RuntimeError:  # the worker pool is shut down: aclose() ran
+            raise StoreClosed("the async manager is closed (aclose() ran)") from None
+        waiting = asyncio.wrap_future(job)
+        try:
+            subscription = await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            # Cut short (wait_for timing out, the task cancelled). A job not
+            # started yet never will be; one running registers whatever we
+            # do, so wait for it and cancel what it made: the caller got no
+            # handle, so nothing may stay registered or be delivered.
+            sub._drop()
+            if not job.cancel():
+                await _undo(waiting)
+            raise
+        sub._bind(subscription)
+        self._live.add(sub)
         return sub
 
     async def cursor(self) -> str:
@@ -269,7 +341,7 @@ class AsyncOperations:
     async def batch(self, ops: Iterable[Op]) -> list[Any]:
         """Run ``ops`` in order (one after another, not concurrently); one
         result each. The first that raises stops the batch."""
-        return [await self._run(op) for op in ops]
+        return [await self._run(op) for op in _op_list(ops)]
 
 
 class AsyncMemoryManager(AsyncOperations):
@@ -291,10 +363,13 @@ class AsyncMemoryManager(AsyncOperations):
             raise InvalidArgument(f"max_workers must be an int >= 1, not {max_workers!r}")
         if manager is not None and (root is not None or options):
             raise InvalidArgument("pass either manager= or the manager's arguments, not both")
+        if manager is not None and not isinstance(manager, MemoryManager):
+            raise InvalidArgument(f"manager= takes an open MemoryManager, not {type(manager).__name__}")
         self._owns = manager is None
         self.manager = manager if manager is not None else MemoryManager(root, **options)
         self._pipeline = self.manager._pipeline
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="hrm-memory-async")
+        self._live = weakref.WeakSet()
         self.consent = AsyncConsent(self)
 
     async def __aenter__(self) -> AsyncMemoryManager:
@@ -305,6 +380,10 @@ class AsyncMemoryManager(AsyncOperations):
 
     async def aclose(self) -> None:
         """Wait for running ops, then close the manager (if this twin opened it).
+
+        Every subscription made through this twin (or its scopes) ends: an
+        ``async for`` over one delivers what was queued, then raises
+        :class:`StoreClosed`; later calls raise :class:`StoreClosed`.
 
         The close is not cut short: cancelled (``asyncio.wait_for`` timing
         out, a task cancelled), ``aclose`` still waits for the close running
@@ -322,6 +401,9 @@ class AsyncMemoryManager(AsyncOperations):
         self._pool.shutdown(True)
         if self._owns:
             self.manager.close()
+        closed = StoreClosed("the async manager is closed (aclose() ran); this subscription ended with it")
+        for sub in list(self._live):
+            sub._close(closed)
 
     @property
     def closed(self) -> bool:
@@ -368,9 +450,10 @@ class AsyncMemoryManager(AsyncOperations):
         """See :meth:`MemoryManager.export` (runs on the pool: the event loop is never blocked)."""
         return await self._run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
 
-    async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+    async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None,
+                      apply_consent: bool = False) -> dict[str, int]:
         """See :meth:`MemoryManager.import_`."""
-        return await self._run(ImportOp(source, progress))  # type: ignore[no-any-return]
+        return await self._run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
 
 
 class AsyncScope(AsyncOperations):
@@ -380,9 +463,26 @@ class AsyncScope(AsyncOperations):
         self.hrm = self._hrm = hrm
         self._pipeline = amm._pipeline
         self._pool = amm._pool
+        self._live = amm._live
 
     def __repr__(self) -> str:
         return f"AsyncScope({self.hrm!r})"
+
+
+async def _undo(waiting: asyncio.Future[Any]) -> None:
+    """Wait for a subscribe job already running, then cancel what it
+    registered. Further cancellations wait too (the caller re-raises)."""
+    while True:
+        try:
+            subscription = await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            if waiting.cancelled():
+                return  # the job never ran
+            continue
+        except Exception:  # noqa: BLE001 - it failed: nothing was registered
+            return
+        subscription.cancel()
+        return
 
 
 class AsyncConsent:

@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from hrm_memory.core.backend import Backend
+from hrm_memory.core.backend import PERSISTENT, Backend
 from hrm_memory.core.codes import Codec, CodecRegistry
 from hrm_memory.core.errors import InvalidArgument, UnknownConsentCategory
 from hrm_memory.core.events import Callback, Subscription
@@ -58,8 +58,9 @@ from hrm_memory.core.admin import Admin
 from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
-from hrm_memory.history.forget import Eraser, Forget
+from hrm_memory.history.forget import Forget
 from hrm_memory.history.keeper import History, Version
+from hrm_memory.history.importer import Importer
 from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
 from hrm_memory.recall.memories import Remember
@@ -70,7 +71,8 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
-from hrm_memory.storage.forget import eraser_for
+from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
+from hrm_memory.storage.memory import MemoryBackend
 from hrm_memory.storage.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -305,8 +307,12 @@ class Operations:
         Changes made through this manager are delivered after they commit,
         outside every store lock, in commit order per key, on the writing
         thread. With ``remote=True`` (default) changes made by other
-        processes on the same root (persisted namespaces only) are delivered
-        too, from a background thread, in commit order per key; ``since`` (a
+        processes on the same root are delivered too, from a background
+        thread, in commit order per key: changes to persisted namespaces
+        only (a hot namespace's, such as ``focus.fast``, and a gated value
+        held for lack of consent stay in their process; docs/storage.md).
+        On the file backend that thread sleeps until the file system says the
+        change log grew, and polls where it cannot; ``since`` (a
         cursor from :meth:`cursor`) first replays those logged after it. A
         callback that raises is logged and traced; it breaks neither the
         write nor other callbacks. A glob that matches no declared namespace
@@ -335,8 +341,7 @@ class Operations:
 
         Not a transaction: the first op that raises stops the batch, and its
         error propagates with the ops before it applied."""
-        run = self._run
-        return [run(op) for op in ops]
+        return [self._run(op) for op in _op_list(ops)]
 
 
 class MemoryManager(Operations):
@@ -362,6 +367,11 @@ class MemoryManager(Operations):
         ``redis+cluster://host:port,host:port/0`` for a Redis Cluster), with
         ``lock_timeout`` and ``signal_log`` applied; its locks always reach
         across hosts and durability is the server's persistence setting.
+        ``"memory://"``: the reference backend, every record in this
+        process's memory and gone at close (``memory://<name>``: a store
+        shared by the managers of this process that open that name, while
+        one has it open); its recall index stays in memory too
+        (docs/architecture.md).
     lock_timeout:
         Seconds to wait for a file lock before :class:`LockTimeout`.
     namespaces:
@@ -380,7 +390,13 @@ class MemoryManager(Operations):
         Log every persisted change for other processes' subscriptions.
     poll_interval:
         How often (seconds) a process with cross-process subscriptions looks
-        for new changes.
+        for new changes when it polls: on Redis, and on the file backend
+        where file-system notifications are off or cannot work.
+    notifications:
+        On the file backend, cross-process subscribers sleep until the file
+        system says the change log grew (``watchdog``; one observer per
+        process) and poll only where that cannot work. ``False`` polls
+        always.
     embed:
         An embedder for :meth:`recall`'s dense retrieval, fused with the text
         search: a callable (list of texts -> list of vectors) or a LangChain
@@ -409,6 +425,7 @@ class MemoryManager(Operations):
         deferred_spans: bool = True,
         signal_log: bool = True,
         poll_interval: float = 0.005,
+        notifications: bool = True,
         embed: Any = None,
         fusion: str = "weighted",
     ) -> None:
@@ -420,13 +437,17 @@ class MemoryManager(Operations):
             raise InvalidArgument("lock_timeout must be a number >= 0")
         self.root: Path | None
         owns_backend = backend is None or isinstance(backend, str)
-        if isinstance(backend, str):
+        if isinstance(backend, str) and backend.strip().lower().startswith(MEMORY_SCHEME):
+            # "memory://[name]": the reference backend, in this process only.
+            backend = MemoryBackend(backend.strip(), lock_timeout=lock_timeout, signal_log=signal_log)
+            self.root = Path(root).absolute() if root is not None else None
+        elif isinstance(backend, str):
             # "redis://host:port/db[?prefix=...]": the Redis backend, imported
             # only when asked for (redis-py is the optional extra "redis").
             from hrm_memory.storage.redis_url import any_scheme_of, refusal
 
             if any_scheme_of(backend) is None:  # never quote the string: it may hold a password
-                raise InvalidArgument(f"backend= takes a Backend or a Redis URL: {refusal(backend)}")
+                raise InvalidArgument(f"backend= takes a Backend, memory:// or a Redis URL: {refusal(backend)}")
             from hrm_memory.storage.redis_backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)
@@ -458,13 +479,15 @@ class MemoryManager(Operations):
                     system=None if isinstance(backend, FileBackend) else backend.system,
                 ),
                 poll_interval=poll_interval,
+                notifications=bool(notifications),
             )
         except BaseException:
             if owns_backend:
                 backend.close()  # ours: a failed open leaves no file open
             raise
-        index_dir = None if self.root is None else self.root / "index"
-        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion, eraser_for(backend))
+        # A store that does not persist keeps its derived data in memory too.
+        index_dir = None if self.root is None or PERSISTENT not in backend.capabilities else self.root / "index"
+        self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
 
@@ -475,7 +498,9 @@ class MemoryManager(Operations):
         self.close()
 
     def close(self) -> None:
-        """Release files and locks. Idempotent. Hot-tier data ends here."""
+        """Release files and locks. Idempotent. Hot-tier data ends here.
+        Every subscription ends (an async twin's iterators raise
+        :class:`StoreClosed`) and its threads are stopped."""
         self._pipeline.close()
 
     @property
@@ -554,13 +579,22 @@ class MemoryManager(Operations):
         return self._pipeline.run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
 
     def import_(self, source: str | os.PathLike[str] | Any, *,
-                progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+                progress: Callable[[int], Any] | None = None, apply_consent: bool = False) -> dict[str, int]:
         """Read an export (a path or a binary file) into this store, whatever
-        its backend. Idempotent: what the store already holds as new is left
-        alone. Refuses a newer format with :class:`UnsupportedFormat` and a
-        namespace declared differently with :class:`NamespaceConflict`,
-        before writing anything. Returns counts."""
-        return self._pipeline.run(ImportOp(source, progress))  # type: ignore[no-any-return]
+        its backend, as checked writes: each record passes a write's checks
+        (key, value, size limit, schema, consent) and its versions and
+        timestamps are checked too. A bad line raises :class:`BadImportLine`
+        naming it; a file that can be read twice (a path, a seekable file)
+        is checked whole first, so nothing of it is applied. Idempotent:
+        what the store already holds as new is left alone. Refuses a newer
+        format with :class:`UnsupportedFormat` and a namespace declared
+        differently with :class:`NamespaceConflict`, before writing anything.
+
+        Consent stays the caller's: the file's consent decisions are left out
+        (``consent_skipped``) and records of a category not granted here are
+        held in this process only, as their writes would be (``held``);
+        ``apply_consent=True`` applies the file's decisions first. Returns counts."""
+        return self._pipeline.run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
 
 
 class Scope(Operations):
@@ -578,20 +612,20 @@ class Scope(Operations):
 
 
 def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed: Any = None,
-            fusion: str = FUSIONS[0], erase: Eraser | None = None) -> Pipeline:
+            fusion: str = FUSIONS[0]) -> Pipeline:
     """The composition root: the pipeline and its components, each given
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
-    (the core tells it of writes); forget gets history, the index and the
-    backend's eraser (``erase``; default: the one for ``core.backend``);
-    export and import get history."""
+    (the core tells it of writes); forget gets history and the index (the
+    backend erases through ``Backend.erase``); export and import get history."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
-    forget = Forget(core, history, index, erase if erase is not None else eraser_for(core.backend))
-    return Pipeline(core, [Records(core), Admin(core), recall, Remember(core, index), ContextRenderer(core, recall),
-                           history, forget, Portable(core, history)])
+    forget = Forget(core, history, index)
+    admin = Admin(core)
+    return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),
+                           history, forget, Portable(core, history), Importer(core, history, admin.decide)])
 
 
 class Consent:
@@ -609,7 +643,7 @@ class Consent:
 
     def granted(self, category: str) -> bool:
         """True if ``category`` was granted and not revoked since (default False)."""
-        return self._pipeline.core.granted(category)
+        return self._pipeline.core.granted(_category(category))
 
     def status(self) -> dict[str, bool]:
         """Every category and whether it is granted."""
@@ -617,10 +651,7 @@ class Consent:
 
     def namespaces(self, category: str) -> list[str]:
         """The persisted namespaces gated by ``category``."""
-        if category not in CONSENT_CATEGORIES:
-            raise UnknownConsentCategory(
-                f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
-            )
+        category = _category(category)
         return [s.name for s in self._pipeline.core.registry if s.consent == category and s.tier != "hot"]
 
     def grant(self, category: str) -> dict[str, Any]:
@@ -635,6 +666,22 @@ class Consent:
         records and their log lines, its cold archive, quarantined copies).
         Returns counts per namespace."""
         return self._pipeline.run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
+
+
+def _op_list(ops: Any) -> list[Any]:
+    """``ops`` as a list, or :class:`InvalidArgument` for what holds no ops."""
+    if isinstance(ops, (str, bytes, dict)) or not isinstance(ops, Iterable):
+        raise InvalidArgument(f"batch() takes a list of ops, not {type(ops).__name__}")
+    return list(ops)
+
+
+def _category(category: Any) -> str:
+    """``category`` if it is a consent category, else :class:`UnknownConsentCategory`."""
+    if type(category) is not str or category not in CONSENT_CATEGORIES:
+        raise UnknownConsentCategory(
+            f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
+        )
+    return category
 
 
 __all__ = ["Consent", "MemoryManager", "Operations", "Scope", "compose", "default_root"]

@@ -4,8 +4,9 @@ the store (every backend, sync and the async twin).
 Each case talks to ``store``, an object with the synchronous API. For the
 async twin it is a thin bridge that runs each coroutine of an
 :class:`AsyncMemoryManager` on an event loop in a background thread, so the
-very same assertions hold for both; a new backend is one more entry in
-``DRIVERS``.
+very same assertions hold for both. The suite is the backend contract's
+spec: a new backend is one more pair of entries in ``DRIVERS``, and done
+when every case passes on them.
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ def _async(root: Path) -> Any:
     return AsyncBridge(root, durability="flush")
 
 
+def _memory_url(root: Path) -> str:
+    """A named in-memory store of this test's own (from its root: two stores
+    opened by one test share it, as two processes share a file root)."""
+    return f"memory://c{hashlib.sha1(str(root).encode()).hexdigest()[:16]}"
+
+
+def _memory_sync(root: Path) -> Any:
+    return MemoryManager(root, backend=_memory_url(root))
+
+
+def _memory_async(root: Path) -> Any:
+    return AsyncBridge(root, backend=_memory_url(root))
+
+
 def _redis_url(root: Path) -> str:
     """The shared test redis-server, with a key prefix of this test's own (from
     its root: two stores opened by one test share it, other tests do not)."""
@@ -117,6 +132,8 @@ def _redis_cluster_async(root: Path) -> Any:
 
 
 DRIVERS: dict[str, Callable[[Path], Any]] = {
+    "memory-sync": _memory_sync,
+    "memory-async": _memory_async,
     "file-sync": _sync,
     "file-async": _async,
     "redis-sync": _redis_sync,

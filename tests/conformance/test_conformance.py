@@ -246,3 +246,143 @@ def test_second_handle_sees_writes(open_store: Callable[[], Any]) -> None:
     a.write(NS, "shared", {"v": 2})
     assert eventually(lambda: [e.version for e in got] == [2])
     sub.cancel()
+
+
+# -- erasure: forget (one key) and purge (a namespace) ------------------------------------
+
+
+def _named(events: list[Event], namespace: str, key: str | None = None) -> list[Event]:
+    return [e for e in events if e.namespace == namespace and (key is None or e.key == key)]
+
+
+def test_forget_erases_every_version_and_nothing_else(store: Any) -> None:
+    ns = "shared.people"  # keeps history
+    cursor = store.cursor()
+    store.write(ns, "ann", {"relationship": "family", "note": "first"})
+    store.write(ns, "ann", {"relationship": "friend", "note": "second"})
+    store.write(ns, "bob", {"relationship": "work"})
+    store.write(ns, "bob", {"relationship": "friend"})
+    assert len(store.history(ns, "ann")) == 2
+    counts = store.forget(ns, "ann")
+    assert counts["warm"] == 1 and counts["history"] == 1 and counts["events"] >= 2
+    assert store.read(ns, "ann") is None and store.get_record(ns, "ann") is None
+    assert store.history(ns, "ann") == []
+    assert [r.key for r in store.query(ns, include_cold=True)] == ["bob"]
+    assert [v.value for v in store.history(ns, "bob")] == [{"relationship": "friend"}, {"relationship": "work"}]
+    events, _ = store.events_since(cursor)
+    assert _named(events, ns, "ann") == [] and [e.version for e in _named(events, ns, "bob")] == [1, 2]
+    store.write(ns, "ann", {"relationship": "family"})  # the key can be used again, from version 1
+    assert store.get_record(ns, "ann").version == 1
+    assert [v.value for v in store.history(ns, "ann")] == [{"relationship": "family"}]
+    assert store.check() == []
+
+
+def test_forget_reaches_archived_and_deleted_keys(store: Any) -> None:
+    store.write("focus.gates", "old", {"gate": "framing"})
+    store.write("focus.gates", "gone", {"gate": "x"})
+    store.write("focus.gates", "keep", {"gate": "y"})
+    store.archive(now=time.time() + 400 * 86400)
+    store.delete("focus.gates", "gone")
+    assert store.get_record("focus.gates", "old").tier == "cold"
+    counts = store.forget("focus.gates", "old")
+    assert counts["warm"] == 1 and counts["cold"] == 1
+    store.forget("focus.gates", "gone")
+    assert store.read("focus.gates", "old") is None
+    assert [r.key for r in store.query("focus.gates", include_cold=True)] == ["keep"]
+    store.write("focus.gates", "gone", 1)  # no tombstone left: versions start again
+    assert store.get_record("focus.gates", "gone").version == 1
+    assert store.read("focus.gates", "keep") == {"gate": "y"}
+
+
+def test_forget_a_key_never_there_changes_nothing(store: Any) -> None:
+    store.write(NS, "a", 1)
+    counts = store.forget(NS, "never")
+    assert not any(n for place, n in counts.items() if place != "rewrite")
+    assert store.read(NS, "a") == 1 and store.get_record(NS, "a").version == 1
+
+
+def test_forget_checks_like_a_write(store: Any) -> None:
+    with pytest.raises(UndeclaredNamespace):
+        store.forget("nope.nope", "k")
+    with pytest.raises(InvalidKey):
+        store.forget(NS, "")
+    store.write("focus.slow", "x", 1)
+    with pytest.raises(AccessDenied):
+        store.scope("altitude").forget("focus.slow", "x")
+    assert store.read("focus.slow", "x") == 1
+    alt = store.scope("altitude")
+    alt.write(NS, "mine", 1)
+    alt.forget(NS, "mine")
+    assert store.read(NS, "mine") is None
+
+
+def test_forget_is_seen_by_a_second_handle(open_store: Callable[[], Any]) -> None:
+    a, b = open_store(), open_store()
+    cursor = b.cursor()
+    a.write(NS, "secret", {"v": 1})
+    a.write(NS, "other", {"v": 2})
+    assert b.read(NS, "secret") == {"v": 1}
+    a.forget(NS, "secret")
+    assert b.read(NS, "secret") is None and b.read(NS, "other") == {"v": 2}
+    events, _ = b.events_since(cursor)
+    assert [e.key for e in events if e.namespace == NS] == ["other"]
+
+
+def test_purge_on_revoke_removes_the_namespace_and_its_history(store: Any) -> None:
+    ns = "learning.patterns"  # gated by "preferences", keeps history
+    store.consent.grant("preferences")
+    cursor = store.cursor()
+    store.write(ns, "p", {"pattern": "one"})
+    store.write(ns, "p", {"pattern": "two"})
+    store.write("learning.feedback", "f", {"ok": True})  # gated by the same category
+    store.write(NS, "untouched", 1)
+    assert store.get_record(ns, "p").persisted and len(store.history(ns, "p")) == 2
+    result = store.consent.revoke("preferences", purge=True)
+    assert result["granted"] is False
+    assert result["purged"][ns]["warm"] == 1 and result["purged"]["learning.feedback"]["warm"] == 1
+    assert store.read(ns, "p") is None and store.history(ns, "p") == []
+    assert store.read("learning.feedback", "f") is None
+    assert store.read(NS, "untouched") == 1
+    events, _ = store.events_since(cursor)
+    spaces = {e.namespace for e in events}
+    assert NS in spaces and not spaces & {ns, "learning.feedback", "_h." + ns}  # the purged ones' entries are gone
+    store.consent.grant("preferences")
+    store.write(ns, "p", {"pattern": "three"})
+    assert store.get_record(ns, "p").version == 1  # no tombstone left: versions start again
+    assert [v.value for v in store.history(ns, "p")] == [{"pattern": "three"}]
+    assert store.check() == []
+
+
+def test_purge_reaches_the_archive(store: Any) -> None:
+    store.declare(NamespaceSpec("planner.old", ttl=60))
+    store.write("planner.old", "a", {"x": 1})
+    store.write("planner.old", "b", {"x": 2})
+    store.archive(now=time.time() + 3600)
+    assert store.get_record("planner.old", "a").tier == "cold"
+    counts = store.undeclare("planner.old", purge=True)
+    assert counts["warm"] == 2 and counts["cold"] >= 1
+    store.declare(NamespaceSpec("planner.old", ttl=60))
+    assert store.query("planner.old", include_cold=True) == []
+    assert store.read("planner.old", "a") is None
+    assert "planner.old" not in store.stats()["namespaces"] or store.stats()["namespaces"]["planner.old"]["keys"] == 0
+
+
+def test_recall_forgets_with_the_store(store: Any) -> None:
+    store.write("shared.people", "zed", {"note": "plays the theremin on tuesdays"})
+    store.write("shared.people", "amy", {"note": "plays the cello"})
+    assert [h.key for h in store.recall("theremin", namespaces="shared.people")] == ["zed"]
+    store.forget("shared.people", "zed")
+    assert store.recall("theremin", namespaces="shared.people") == []
+    store.consent.grant("preferences")
+    store.write("learning.patterns", "p", {"pattern": "hums a xylophone tune"})
+    assert [h.key for h in store.recall("xylophone", namespaces="learning.patterns")] == ["p"]
+    store.consent.revoke("preferences", purge=True)
+    assert store.recall("xylophone", namespaces="learning.patterns") == []
+
+
+def test_versions_never_go_back_in_a_namespace_without_history(store: Any) -> None:
+    store.write("focus.slow", "k", 1)
+    store.write("focus.slow", "k", 2)
+    assert store.delete("focus.slow", "k") is True  # the deletion is version 3
+    store.write("focus.slow", "k", 3)
+    assert store.get_record("focus.slow", "k").version == 4

@@ -25,6 +25,9 @@ def register(sub: Any) -> None:
     s.add_argument("--ns", default="*", metavar="GLOB", help="only namespaces matching GLOB (default all)")
     s = sub.add_parser("import", help="read an export file into the store (idempotent)")
     s.add_argument("source", metavar="IN", help="the export file ('-' for stdin)")
+    s.add_argument("--apply-consent", action="store_true",
+                   help="apply the file's consent decisions (by default the store's stay, and records of a "
+                        "category not granted here are held in this process only: not persisted)")
 
 
 def _progress(verb: str) -> Callable[[int], None] | None:
@@ -88,20 +91,24 @@ def cmd_export(mm: MemoryManager, args: argparse.Namespace) -> int:
 def cmd_import(mm: MemoryManager, args: argparse.Namespace) -> int:
     progress = _progress("imported")
     source: Any = sys.stdin.buffer if args.source == "-" else args.source
-    counts = mm.import_(source, progress=progress)
+    counts = mm.import_(source, progress=progress, apply_consent=args.apply_consent)
     _done_progress(progress)
     print(_dump(counts) if args.json else _import_summary(counts))
+    if not args.json and (counts["held"] or counts["consent_skipped"]):
+        print(f"not persisted: {counts['held']} records of consent categories not granted in this store; "
+              f"{counts['consent_skipped']} consent decisions of the file left out (--apply-consent applies them)")
     return EXIT_OK
 
 
 def _import_summary(counts: dict[str, int]) -> str:
     """What an import changed: ``records`` counts every record read, of which
-    ``existing`` the store already held as new (left as they were)."""
-    read, there = counts["records"], counts["existing"]
+    ``existing`` the store already held as new (left as they were) and
+    ``held`` were kept in this process only (consent not granted: said apart)."""
+    read, there, held = counts["records"], counts["existing"], counts.get("held", 0)
     settings = f"{counts['declared']} namespaces declared, {counts['consents']} consent decisions"
     if read and read == there:
         return f"nothing new: the {read} records were already in the store (left as they were); {settings}"
-    return f"imported {read - there} new records ({there} already there, left as they were); {settings}"
+    return f"imported {read - there - held} new records ({there} already there, left as they were); {settings}"
 
 
 COMMANDS = {"history": cmd_history, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}

@@ -178,7 +178,12 @@ class ContextRenderer:
             raise InvalidArgument(f"budget must be an int in 0..1000000 tokens, not {budget!r}")
         names = [s[0] for s in SECTIONS]
         if sections is not None:
-            sections = [sections] if isinstance(sections, str) else list(sections)
+            if isinstance(sections, str):
+                sections = [sections]
+            elif isinstance(sections, (list, tuple, set, frozenset)) and all(type(s) is str for s in sections):
+                sections = list(sections)
+            else:
+                raise InvalidArgument(f"sections must be a section name or a list of them, not {sections!r}")
             unknown = [s for s in sections if s not in names]
             if unknown:
                 raise InvalidArgument(f"unknown section(s) {unknown}; expected some of {names}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hrm_memory.core.backend import ARCHIVE, Backend
@@ -26,7 +27,7 @@ from hrm_memory.core.ops import (
     StatsOp,
     UndeclareOp,
 )
-from hrm_memory.core.records import Finding
+from hrm_memory.core.records import Finding, Stored
 from hrm_memory.core.spec import (
     CONSENT_CATEGORIES,
     NamespaceSpec,
@@ -116,23 +117,34 @@ class Admin:
             raise UnknownConsentCategory(
                 f"unknown consent category {category!r}; expected one of {CONSENT_CATEGORIES}", category=category
             )
-        trace_id = current_trace_id(span)
-        spec = self.core.spec(CONSENT_NAMESPACE)
-        data, _ = self.core.encode(spec, category, {"granted": op.grant})
-        with self.core.backend.lock(spec.name):
-            stored = self.core.commit(spec, category, data)
-            self.core.bus.record("write", spec.name, category, stored.version, trace_id, True)
-        gated = [s for s in self.core.registry if s.consent == category and s.tier != "hot"]
-        if op.grant:
-            persisted = {s.name: n for s in gated if (n := self._persist_session(s, trace_id))}
-            result: dict[str, Any] = {"category": category, "granted": True, "persisted": persisted}
-        else:
-            purged = {s.name: self.core.backend.purge(s.name) for s in gated} if op.purge else {}
-            for name in purged:
-                self.core.purged(name)
-            result = {"category": category, "granted": False, "purged": purged}
+        result = self.decide(category, op.grant, op.purge, current_trace_id(span))
         attrs = None if span is None else {"hrm.memory.consent": category, "hrm.memory.granted": op.grant}
         return result, attrs
+
+    def decide(self, category: str, grant: bool, purge: bool, trace_id: str,
+               record: Callable[[], Stored] | None = None) -> dict[str, Any]:
+        """Record a consent decision (the one way consent records change):
+        granting persists what this session holds for the category; revoking
+        with ``purge`` removes its namespaces' data. ``category`` is checked
+        by the caller. ``record`` commits the decision's record in a way of
+        its own (an import keeps the file's version and times), with the
+        consent namespace's lock held; by default, a new version now."""
+        spec = self.core.spec(CONSENT_NAMESPACE)
+        with self.core.backend.lock(spec.name):
+            if record is None:
+                data, _ = self.core.encode(spec, category, {"granted": grant})
+                stored = self.core.commit(spec, category, data)
+            else:
+                stored = record()
+            self.core.bus.record("write", spec.name, category, stored.version, trace_id, True)
+        gated = [s for s in self.core.registry if s.consent == category and s.tier != "hot"]
+        if grant:
+            persisted = {s.name: n for s in gated if (n := self._persist_session(s, trace_id))}
+            return {"category": category, "granted": True, "persisted": persisted}
+        purged = {s.name: self.core.backend.purge(s.name) for s in gated} if purge else {}
+        for name in purged:
+            self.core.purged(name)
+        return {"category": category, "granted": False, "purged": purged}
 
     def _persist_session(self, spec: NamespaceSpec, trace_id: str) -> int:
         """Move this session's copies of a gated namespace to the backend (on grant)."""

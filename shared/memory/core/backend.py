@@ -14,11 +14,19 @@ Values cross the seam as encoded JSON bytes (the compact form). Versions and
 timestamps are assigned by the backend under its own lock, so they stay in
 commit order. Capabilities are declared, not probed: the pipeline refuses an
 operation a backend cannot honour with :class:`Unsupported`.
+
+Erasure is part of the contract: :meth:`Backend.purge` (a whole namespace)
+and :meth:`Backend.erase` (one key) remove every byte the backend keeps of
+it, in every place it keeps it (records, archive, quarantine, change log,
+the files a server writes), and :attr:`Backend.purges` tells derived data
+kept elsewhere (every process's recall index) which namespaces were purged.
+``hrm_memory.storage.memory.MemoryBackend`` is the smallest complete
+implementation, and the one to read first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -34,6 +42,19 @@ ARCHIVE = "archive"
 #: its last commits may have no entry of their own: derived data (the recall
 #: index) looks at that namespace again. Never delivered to subscribers.
 RECOVER = "recover"
+
+
+class Notifications(Protocol):
+    """A subscriber's registration for "the change log may have grown"
+    wake-ups (:meth:`ChangeLog.notify`)."""
+
+    def alive(self) -> bool:
+        """Wake-ups still come (the thread that delivers them runs)."""
+        ...
+
+    def close(self) -> None:
+        """End the registration (idempotent)."""
+        ...
 
 
 class ChangeLog(Protocol):
@@ -62,7 +83,16 @@ class ChangeLog(Protocol):
         ...
 
     def changed(self, cursor: str) -> bool:
-        """Cheaply: may there be entries after ``cursor``? (The watcher polls it.)"""
+        """Cheaply: may there be entries after ``cursor``? (The watcher asks
+        it when woken, and at every poll when it polls.)"""
+        ...
+
+    def notify(self, wake: Callable[[], None]) -> Notifications | None:
+        """Call ``wake()`` (from any thread; it must be quick) whenever
+        entries may have been added, until the registration is closed. None
+        when this log has no such notifications: its subscribers poll
+        :meth:`changed`. Raises :class:`OSError` when it has them but they
+        cannot work here (the subscriber then polls too)."""
         ...
 
     def oldest(self) -> str:
@@ -70,6 +100,22 @@ class ChangeLog(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class PurgeEpochs(Protocol):
+    """The store's purge counter, shared by every process and host on it.
+
+    Each purge bumps the epoch and records it for the purged namespace, so
+    derived data kept outside the backend (a recall index file per process)
+    can tell which namespaces were purged since the epoch it last saw."""
+
+    def current(self) -> int:
+        """The epoch now (-1: the record is damaged, so "every namespace")."""
+        ...
+
+    def purged_since(self, epoch: int) -> set[str] | None:
+        """Namespaces purged after ``epoch``; None means "cannot tell: all"."""
+        ...
 
 
 class HotStore(Protocol):
@@ -124,6 +170,13 @@ class Backend(Protocol):
         """The change log, or None when cross-process signals are off."""
         ...
 
+    @property
+    def purges(self) -> PurgeEpochs | None:
+        """The purge epochs (bumped by :meth:`purge`), or None for a backend
+        whose derived data lives and dies with this process (then the
+        in-process purge listeners, ``Core.on_purge``, are enough)."""
+        ...
+
     # -- records ------------------------------------------------------------------
 
     def get(self, namespace: str, key: str) -> Stored | None:
@@ -167,8 +220,21 @@ class Backend(Protocol):
         ...
 
     def purge(self, namespace: str) -> dict[str, int]:
-        """Remove every byte of the namespace's values (consent revoked,
-        namespace undeclared); counts per place."""
+        """Remove every byte of the namespace's values and keys (consent
+        revoked, namespace undeclared): records, tombstones, archive,
+        quarantine, its change-log entries; then bump :attr:`purges`.
+        Versions start again at 1. Counts per place (``warm``, ``cold``,
+        ``quarantine``, ``events``, and what else the backend keeps)."""
+        ...
+
+    def erase(self, namespace: str, key: str) -> dict[str, int]:
+        """Remove every byte of one key (``MemoryManager.forget``): every
+        version of its record, its tombstone, its archived copy, quarantined
+        copies, and the change-log entries naming it, leaving every other
+        key as it was and every cursor handed out valid. Called with the
+        namespace's lock held. Counts per place, as :meth:`purge`; all zero
+        for a key the backend never held. A backend that cannot erase raises
+        :class:`Unsupported`, never leaves a copy and reports success."""
         ...
 
     # -- declarations made at run time ----------------------------------------------
@@ -203,4 +269,4 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["ARCHIVE", "CROSS_PROCESS", "PERSISTENT", "RECOVER", "Backend", "ChangeLog", "HotStore"]
+__all__ = ["ARCHIVE", "CROSS_PROCESS", "PERSISTENT", "RECOVER", "Backend", "ChangeLog", "HotStore", "PurgeEpochs"]

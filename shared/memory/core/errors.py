@@ -130,6 +130,13 @@ class InvalidCursor(MemoryStoreError, ValueError):
     """The cursor is not one this store handed out."""
 
 
+class BadImportLine(BadInput):
+    """A line of an export file fails a check a write would fail, or is not
+    a well-formed export line (attributes ``path``, ``line``; the check's
+    own error is the cause). What was imported is said in the docs of
+    ``import_``: nothing, when the file could be checked whole first."""
+
+
 class AccessDenied(MemoryStoreError, PermissionError):
     """A scoped handle tried to touch a namespace outside its scope."""
 
@@ -201,6 +208,7 @@ class StorageError(MemoryStoreError, OSError):
 __all__ = [
     "AccessDenied",
     "BackendUnavailable",
+    "BadImportLine",
     "BadInput",
     "CorruptRecord",
     "CursorExpired",

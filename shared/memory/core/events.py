@@ -9,10 +9,22 @@ the other callbacks.
 
 Across processes, every persisted change is also appended to the backend's
 change log (:class:`hrm_memory.core.backend.ChangeLog`: a file log by default). A
-process with cross-process subscriptions runs one thread that asks the log
-every ``poll_interval`` seconds (5 ms by default) whether anything was added,
-and delivers new entries in log order, which is commit order per key. A
-cursor (:meth:`EventBus.cursor`) replays what a process missed.
+process with cross-process subscriptions runs one thread per manager that
+reads new entries and delivers them in log order, which is commit order per
+key. It sleeps until the log says it may have grown
+(:meth:`~hrm_memory.core.backend.ChangeLog.notify`: file-system notifications for
+the file log, one observer per process) and, while asleep, looks once every
+``HEALTH_CHECK`` seconds whether the wake-ups still come. Where a log has no
+notifications (Redis), where they cannot start (no inotify instance, watch or
+file descriptor left; a network file system), or once they stop (the
+observer's thread died, or the log grew twice without one), the thread asks
+the log every ``poll_interval`` seconds (5 ms by default) instead, and the
+first such fallback of the process is logged as a warning. A notification
+only says "read again": order and completeness come from the log either
+way. A cursor (:meth:`EventBus.cursor`) replays what a process missed.
+
+Closing the bus ends every subscription: ``when_ended`` callbacks are told
+with :class:`StoreClosed`.
 """
 
 from __future__ import annotations
@@ -24,13 +36,38 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hrm_memory.core.backend import RECOVER, ChangeLog
-from hrm_memory.core.errors import CursorExpired
+from hrm_memory.core.backend import RECOVER, ChangeLog, Notifications
+from hrm_memory.core.errors import CursorExpired, StoreClosed
 from hrm_memory.core.records import Event
 
 log = logging.getLogger("hrm_memory.core.events")
 
 Callback = Callable[[Event], Any]
+#: Called once when a subscription ends: None after ``cancel()``, the error
+#: (:class:`StoreClosed`) when the store closed under it.
+Ended = Callable[[BaseException | None], Any]
+
+#: Seconds a notified watcher sleeps before it checks that wake-ups still come.
+HEALTH_CHECK = 1.0
+
+
+class OncePerProcess:
+    """Warns once per process per kind of fallback, however many buses fall back."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+
+    def warn(self, kind: str, message: str, *args: object) -> None:
+        with self._lock:
+            if kind in self._said:
+                return
+            self._said.add(kind)
+        log.warning(message, *args)
+
+
+#: The fallback warnings said so far in this process (a test may swap in a fresh one).
+fallback_warnings = OncePerProcess()
 
 
 class Subscription:
@@ -47,6 +84,35 @@ class Subscription:
         # remote events queue here instead of being called at once.
         self.backlog: list[Event] | None = None
         self.backlog_lock = threading.Lock()
+        self._ended: list[Ended] = []
+        self._end_lock = threading.Lock()
+        self._end: BaseException | None | bool = False  # False while live
+
+    def when_ended(self, fn: Ended) -> None:
+        """Call ``fn`` once this subscription ends: ``fn(None)`` after
+        ``cancel()``, ``fn(StoreClosed(...))`` when the store closes. At once
+        if it has ended already."""
+        with self._end_lock:
+            if self._end is False:
+                self._ended.append(fn)
+                return
+            end = self._end
+        fn(None if end is True else end)
+
+    def finish(self, error: BaseException | None) -> None:
+        """End this subscription (the bus calls it: None on cancel, StoreClosed
+        on close) and tell the ``when_ended`` listeners once."""
+        self.active = False
+        with self._end_lock:
+            if self._end is not False:
+                return
+            self._end = True if error is None else error
+            told, self._ended = self._ended, []
+        for fn in told:
+            try:
+                fn(error)
+            except Exception:  # noqa: BLE001 - one listener's failure stops neither the close nor the others
+                log.exception("subscription end listener failed for %r", self)
 
     def deliver_remote(self, event: Event, call: Callable[[Subscription, Event], None]) -> None:
         with self.backlog_lock:
@@ -68,6 +134,7 @@ class Subscription:
         if self.active:
             self.active = False
             self.bus._remove(self)
+        self.finish(None)
 
     def __enter__(self) -> Subscription:
         return self
@@ -89,6 +156,7 @@ class EventBus:
         *,
         report_error: Callable[[Subscription, Event, BaseException], None],
         poll_interval: float = 0.005,
+        notifications: bool = True,
     ) -> None:
         self.changes = changes
         self.poll_interval = poll_interval
@@ -99,8 +167,10 @@ class EventBus:
         self._dispatching = threading.Lock()
         self._dispatch_owner: int | None = None
         self._guard = threading.Lock()
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
+        self.notifications = notifications
+        self._watcher: _Watcher | None = None
+        self._halting: _Watcher | None = None  # stopped by _remove, not yet joined
+        self._closed = False
         self._pos: str | None = None
         self._read_lock = threading.Lock()
         #: Namespaces whose changed keys the recall index wants to know of,
@@ -112,6 +182,20 @@ class EventBus:
     def pending(self) -> bool:
         """Events are queued for delivery (the pipeline dispatches after the lock)."""
         return bool(self._queue)
+
+    @property
+    def subscriptions(self) -> tuple[Subscription, ...]:
+        """The live subscriptions."""
+        return tuple(self._subs)
+
+    @property
+    def watching(self) -> str | None:
+        """How the watcher thread learns of other processes' changes:
+        ``"notified"``, ``"polling"``, or None when no thread runs."""
+        watcher = self._watcher
+        if watcher is None:
+            return None
+        return "notified" if watcher.notes is not None else "polling"
 
     def take_touched(self) -> set[tuple[str, str]]:
         """The keys of indexed namespaces changed here since the last call."""
@@ -127,6 +211,8 @@ class EventBus:
         sub = Subscription(self, namespace, key, callback, remote)
         replay: list[Event] = []
         with self._guard:
+            if self._closed:
+                raise StoreClosed("the memory manager is closed")
             self._subs = [*self._subs, sub]
             if changes is not None:
                 with self._read_lock:
@@ -160,9 +246,11 @@ class EventBus:
         with self._guard:
             self._subs = [s for s in self._subs if s is not sub]
             self._remote = [s for s in self._remote if s is not sub]
-            stop = not self._remote and self._watcher is not None
-        if stop:
-            self._stop_watcher()
+            watcher = None
+            if not self._remote and self._watcher is not None:
+                watcher, self._watcher = self._watcher, None
+                self._halting = watcher
+        self._halt(watcher)
 
     # -- publishing ----------------------------------------------------------------
 
@@ -224,40 +312,94 @@ class EventBus:
     # -- the watcher thread ---------------------------------------------------------
 
     def _ensure_watcher(self) -> None:
+        """Called with ``_guard`` held."""
         if self._watcher is None:
-            self._stop.clear()
-            self._watcher = threading.Thread(target=self._watch, name="hrm-memory-events", daemon=True)
-            self._watcher.start()
+            self._watcher = _Watcher(self, self._halting)
 
-    def _stop_watcher(self) -> None:
-        thread = self._watcher
-        if thread is not None:
-            self._stop.set()
-            if thread is not threading.current_thread():
-                thread.join(timeout=5)
-            self._watcher = None
+    def start_notifications(self, wake: Callable[[], None]) -> Notifications | None:
+        """Wake-ups from the change log for a new watcher, or None: it polls."""
+        changes = self.changes
+        if changes is None or not self.notifications:
+            return None
+        try:
+            return changes.notify(wake)
+        except Exception as exc:  # noqa: BLE001 - any failure to start them leaves polling, which always works
+            fallback_warnings.warn(
+                "unavailable",
+                "change log: file-system notifications are unavailable (%s); subscribers poll the log every %g ms",
+                exc, self.poll_interval * 1000,
+            )
+            return None
 
-    def _watch(self) -> None:
-        while not self._stop.wait(self.poll_interval):
-            try:
-                self._poll()
-            except Exception:  # noqa: BLE001 - a dead watcher would lose every later event
-                log.exception("change log watcher: poll failed; retrying")
+    def _halt(self, watcher: _Watcher | None) -> None:
+        """Stop a watcher taken out of ``_watcher`` (outside ``_guard``: a
+        callback on its thread may be subscribing or cancelling)."""
+        if watcher is not None:
+            watcher.halt()
+            with self._guard:
+                if self._halting is watcher:
+                    self._halting = None
 
-    def _poll(self) -> None:
+    def run_watcher(self, watcher: _Watcher, previous: _Watcher | None) -> None:
+        """The watcher thread's loop."""
+        if previous is not None and previous.thread is not threading.current_thread():
+            previous.thread.join(timeout=5)  # one watcher delivers at a time: commit order holds across the handover
+        self._poll_safely()  # what was logged before the wake-ups started
+        misses = 0
+        stop, woken = watcher.stop, watcher.woken
+        while not stop.is_set():
+            notes = watcher.notes
+            if notes is None:
+                if stop.wait(self.poll_interval):
+                    return
+                self._poll_safely()
+                continue
+            woke = woken.wait(HEALTH_CHECK)
+            if stop.is_set():
+                return
+            if woke:
+                # Cleared before the read: a change logged during it wakes us again.
+                woken.clear()
+                misses = 0
+                self._poll_safely()
+                continue
+            # A quiet while: check that the wake-ups still come.
+            if not notes.alive():
+                reason = "the notification thread stopped"
+            else:
+                misses = misses + 1 if self._poll_safely() else 0
+                if misses < 2:
+                    continue  # one miss may be a wake-up still on its way
+                reason = "the log grew twice without a notification"
+            fallback_warnings.warn(
+                "stopped", "change log: file-system notifications failed (%s); subscribers poll the log every %g ms",
+                reason, self.poll_interval * 1000,
+            )
+            watcher.drop_notifications()
+            self._poll_safely()
+
+    def _poll_safely(self) -> bool:
+        try:
+            return self._poll()
+        except Exception:  # noqa: BLE001 - a dead watcher would lose every later event
+            log.exception("change log watcher: poll failed; retrying")
+            return False
+
+    def _poll(self) -> bool:
+        """Deliver what was logged since the last read; True if the log had grown."""
         changes, pos = self.changes, self._pos
         if changes is None or pos is None:
-            return
+            return False
         try:
             if not changes.changed(pos):
-                return
+                return False
         except CursorExpired:
             # We fell behind what the log keeps (a long pause): say so and go
             # on from the oldest entry there is.
             log.warning("change log: entries after %s were removed before this process read them; missed", pos)
             with self._read_lock:
                 self._pos = changes.oldest()
-            return
+            return True
         with self._read_lock:
             events, self._pos = changes.read(self._pos or pos)
             remote = self._remote
@@ -265,11 +407,47 @@ class EventBus:
             for sub in remote:
                 if sub.active and sub.matches(ev):
                     sub.deliver_remote(ev, self._call)
+        return True
 
     def close(self) -> None:
-        self._stop_watcher()
+        """Stop the watcher and end every subscription (its ``when_ended``
+        callbacks are told with :class:`StoreClosed`). Later subscribes raise
+        :class:`StoreClosed`."""
         with self._guard:
-            for sub in self._subs:
+            self._closed = True
+            ended, self._subs, self._remote = self._subs, [], []
+            for sub in ended:
                 sub.active = False
-            self._subs = []
-            self._remote = []
+            watcher, self._watcher = self._watcher, None
+            halting = self._halting
+        self._halt(watcher)
+        self._halt(halting)
+        for sub in ended:
+            sub.finish(StoreClosed("the memory manager is closed; this subscription ended with it"))
+
+
+class _Watcher:
+    """One watcher thread of a bus, its stop signal and what wakes it."""
+
+    def __init__(self, bus: EventBus, previous: _Watcher | None) -> None:
+        self.stop = threading.Event()
+        self.woken = threading.Event()
+        self.notes = bus.start_notifications(self.woken.set)
+        self.thread = threading.Thread(
+            target=bus.run_watcher, args=(self, previous), name="hrm-memory-events", daemon=True
+        )
+        self.thread.start()
+
+    def drop_notifications(self) -> None:
+        notes, self.notes = self.notes, None
+        if notes is not None:
+            notes.close()
+
+    def halt(self) -> None:
+        """Stop the thread and wait for it (unless called on it: a callback
+        that cancelled the last subscription), then end the wake-ups."""
+        self.stop.set()
+        self.woken.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+        self.drop_notifications()

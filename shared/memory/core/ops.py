@@ -257,6 +257,7 @@ class ImportOp(NamedTuple):
 
     source: Any
     progress: Callable[[int], Any] | None = None
+    apply_consent: bool = False
 
 
 Op = Union[

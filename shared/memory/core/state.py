@@ -35,6 +35,7 @@ from hrm_memory.core.events import EventBus, Subscription
 from hrm_memory.core.records import Event, Finding, Stored
 from hrm_memory.core.schemas import Schemas
 from hrm_memory.core.spec import (
+    CONSENT_CATEGORIES,
     NamespaceSpec,
     Registry,
     check_namespace,
@@ -101,6 +102,7 @@ class Core:
         tracing: Tracing,
         *,
         poll_interval: float = 0.005,
+        notifications: bool = True,
     ) -> None:
         self.backend = backend
         self.hot = hot
@@ -109,7 +111,9 @@ class Core:
         self.tracing = tracing
         self.schemas = Schemas()
         self.closed = False
-        self.bus = EventBus(backend.changes, report_error=self._callback_failed, poll_interval=poll_interval)
+        self.bus = EventBus(
+            backend.changes, report_error=self._callback_failed, poll_interval=poll_interval, notifications=notifications
+        )
         self.specs = registry.specs  # read-only view for the hot path
         self._codec_of: dict[str, Codec | None] = {}
         self.seeded = frozenset(self.specs)
@@ -247,6 +251,20 @@ class Core:
         if not allowed:
             raise AccessDenied(f"HRM {scope!r} may not read namespaces matching {pattern!r}", namespace=pattern, hrm=scope)
         return allowed
+
+    @staticmethod
+    def may_change(spec: NamespaceSpec, key: str) -> None:
+        """Consent decisions are system state: the records of
+        ``focus.consent`` named by a category change only through the consent
+        op (``mm.consent.grant/revoke``), never by a write, update, delete,
+        forget or import, whatever the entry point. (The namespace's other
+        keys, such as the legacy adapter's documents, are ordinary records.)"""
+        if spec.name == CONSENT_NAMESPACE and key in CONSENT_CATEGORIES:
+            raise AccessDenied(
+                f"{CONSENT_NAMESPACE}/{key} is a consent decision: only consent.grant/revoke "
+                "(or the CLI's consent command) change it",
+                namespace=spec.name,
+            )
 
     @staticmethod
     def admin_only(scope: str | None, what: str) -> None:

@@ -33,7 +33,7 @@ from hrm_memory.core.ops import (
 )
 from hrm_memory.core.records import MISSING, Event, Record, Stored
 from hrm_memory.core.spec import NamespaceSpec, check_key
-from hrm_memory.core.state import DECLARATIONS_RECHECK, GLOB, Attrs, Core, Handlers, _monotonic, now_us
+from hrm_memory.core.state import CONSENT_NAMESPACE, DECLARATIONS_RECHECK, GLOB, Attrs, Core, Handlers, _monotonic, now_us
 from hrm_memory.core.values import clone, encode_snapshot
 from hrm_memory.tracing.spans import OpSpan, TokensSaved, current_trace_id
 
@@ -89,6 +89,7 @@ class Records:
         check_key(key, namespace)
         if scope is not None:
             self.core.may_write(scope, spec)
+        self.core.may_change(spec, key)
         return spec
 
     @staticmethod
@@ -179,6 +180,8 @@ class Records:
                 if bus._subs or spec.name in bus.indexed:  # else record() has nothing to do
                     bus.record("write", spec.name, key, stored[1], trace_id, False)
         else:
+            if spec.name == CONSENT_NAMESPACE:
+                self.core.may_change(spec, key)
             data, saved = self.core.encode(spec, key, value)
             with self.backend.lock(spec.name):
                 stored = self.core.commit(spec, key, data, imported)

@@ -8,9 +8,8 @@ JSON types, non-str keys, ints beyond 64 bits, cycles and nesting deeper than
 with exact type checks (``type(x) is int``): NaN and infinities (written as
 null), tuples (written as lists), UUIDs, and Enum members, ``IntEnum``,
 ``IntFlag`` and ``StrEnum`` included (written as their value, which would
-read back as a plain int or str: issue 14, item 9). That walk replaces the
-decode-and-compare this module used to do, and costs less (see
-``_exact``); only a refused value is walked a second time, by ``problem``,
+read back as a plain int or str). That walk costs less than decoding the
+JSON again and comparing (see ``_exact``); only a refused value is walked a second time, by ``problem``,
 to name the offending part.
 """
 
@@ -32,7 +31,7 @@ loads = orjson.loads
 #: later) returns bytes whose allocation is rounded up, 4 KiB at least: a
 #: 200-byte record kept as it comes out of ``dumps`` holds 4 KiB, and the hot
 #: tier and the read cache keep every value they store. The copy costs
-#: ~0.08 us; not making it cost a fresh page per hot write (issue 13).
+#: less than a fresh page per hot write would.
 _join = b"".join
 
 

@@ -3,17 +3,16 @@
 ``delete`` is a versioned tombstone: what came before stays in the kept
 history (and, until compaction, in the logs). ``forget`` is for data that
 must go: the component holds the namespace lock (across processes) and
-removes the key from this process's hot tier, from the backend (warm logs
-rewritten, cold archive, quarantine, change log: the backend's eraser, see
-``hrm_memory.storage.forget``), from the kept history (the same eraser on
-``_h.<namespace>``) and from the recall index (on disk, WAL included, and in
-memory). No change-log entry is written for it (one would name the key);
-subscribers in this process get no event either.
+removes the key from this process's hot tier, from the backend (records,
+archive, quarantine, change log: ``Backend.erase``, part of the backend
+contract), from the kept history (the same call on ``_h.<namespace>``) and
+from the recall index (on disk, WAL included, and in memory). No change-log
+entry is written for it (one would name the key); subscribers in this
+process get no event either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from hrm_memory.core.ops import ForgetOp
@@ -22,19 +21,15 @@ from hrm_memory.core.state import Attrs, Core, Handlers, now_us
 from hrm_memory.history.keeper import History, history_namespace
 from hrm_memory.tracing.spans import OpSpan
 
-#: ``(namespace, key) -> counts per place``: erases a key from the backend.
-Eraser = Callable[[str, str], dict[str, int]]
-
-
 class Forget:
-    """The ``forget`` handler, given the history it erases from, the recall
-    index (anything with ``erase(namespace, key)``) and the backend's eraser."""
+    """The ``forget`` handler, given the history it erases from and the
+    recall index (anything with ``erase(namespace, key)``); the backend
+    erases through its own ``erase``."""
 
-    def __init__(self, core: Core, history: History, index: Any, erase: Eraser) -> None:
+    def __init__(self, core: Core, history: History, index: Any) -> None:
         self.core = core
         self.history = history
         self.index = index
-        self.erase = erase
 
     def handlers(self) -> Handlers:
         return {ForgetOp: ("forget", self._forget, True)}
@@ -47,22 +42,24 @@ class Forget:
         spec = self.core.spec(namespace)
         check_key(key, namespace)
         self.core.may_write(scope, spec)
+        self.core.may_change(spec, key)
         counts: dict[str, int] = {}
 
         def add(place: str, n: int) -> None:
             counts[place] = counts.get(place, 0) + int(n)
 
-        with self.core.backend.lock(spec.name, cross_process=True):
+        backend = self.core.backend
+        with backend.lock(spec.name, cross_process=True):
             if spec.tier == "hot" or spec.consent is not None:
                 add("hot", self.core.hot.delete(spec.name, key, now_us()) is not None)
             if spec.tier != "hot":
-                for place, n in self.erase(spec.name, key).items():
+                for place, n in backend.erase(spec.name, key).items():
                     add(place, n)
-                for place, n in self.erase(history_namespace(spec.name), key).items():
+                for place, n in backend.erase(history_namespace(spec.name), key).items():
                     add("history" if place == "warm" else place, n)
             add("index", self.index.erase(spec.name, key))
         attrs = None if span is None else {"hrm.memory.erased": sum(counts.values())}
         return counts, attrs
 
 
-__all__ = ["Eraser", "Forget"]
+__all__ = ["Forget"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import fnmatch
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 import orjson
@@ -89,16 +89,31 @@ class Version:
     current: bool
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+#: The range of ``as_of`` a datetime can say (years 1 to 9999), in epoch microseconds.
+_AS_OF_MIN = (datetime.min.replace(tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
+_AS_OF_MAX = (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
+
+
 def _utc(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+    # Integer arithmetic: a float timestamp of the last microsecond of 9999
+    # rounds up into a year no datetime can hold.
+    return _EPOCH + us * _MICROSECOND
 
 
 def as_of_us(when: Any) -> int:
     """``as_of`` (epoch seconds, or a timezone-aware datetime) in microseconds."""
     if isinstance(when, datetime):
-        if when.tzinfo is None:
+        if when.tzinfo is None or when.utcoffset() is None:
             raise InvalidArgument("as_of must be a timezone-aware datetime (or epoch seconds), not a naive one")
-        return int(when.timestamp() * 1_000_000)
+        try:
+            us = (when - _EPOCH) // _MICROSECOND  # exact, where timestamp() rounds
+        except OverflowError:
+            us = _AS_OF_MIN - 1  # past either end: refused below
+        if _AS_OF_MIN <= us <= _AS_OF_MAX:
+            return us
+        raise InvalidArgument(f"as_of {when!r} is outside the years 1 to 9999 in UTC")
     if type(when) in (int, float) and when == when and abs(when) < 1e11:
         return int(when * 1_000_000)
     raise InvalidArgument(f"as_of must be epoch seconds or a timezone-aware datetime, not {when!r}")

@@ -21,11 +21,8 @@ data exports to the same bytes. Sorting is external (sorted runs of at most
 ``RUN_LINES`` lines in temporary files, then merged), so memory stays bounded
 at any size.
 
-Import is idempotent: a key whose current version in the store is as new as
-the file's is left alone, kept versions are merged by version number. A
-namespace declared differently in the store raises
-:class:`NamespaceConflict` before any record is written; a file of a newer
-format raises :class:`UnsupportedFormat` and imports nothing.
+Import (:mod:`hrm_memory.history.importer`) reads it back as checked
+writes, idempotently.
 """
 
 from __future__ import annotations
@@ -40,11 +37,9 @@ from typing import IO, Any
 
 import orjson
 
-from hrm_memory.core import values
-from hrm_memory.core.backend import RECOVER
-from hrm_memory.core.errors import BadInput, InvalidArgument, UnsupportedFormat
-from hrm_memory.core.ops import ExportOp, ImportOp
-from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, conflict
+from hrm_memory.core.errors import InvalidArgument
+from hrm_memory.core.ops import ExportOp
+from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec
 from hrm_memory.core.state import CONSENT_NAMESPACE, Attrs, Core, Handlers
 from hrm_memory.history.keeper import SINCE_KEY, History, history_namespace
 from hrm_memory.tracing.spans import OpSpan
@@ -63,7 +58,7 @@ def _dump(obj: Any) -> bytes:
 
 
 class Portable:
-    """The export and import handlers."""
+    """The export handler."""
 
     def __init__(self, core: Core, history: History) -> None:
         self.core = core
@@ -71,10 +66,7 @@ class Portable:
         self.backend = core.backend
 
     def handlers(self) -> Handlers:
-        return {
-            ExportOp: ("export", self._export, False),
-            ImportOp: ("import", self._import, False),
-        }
+        return {ExportOp: ("export", self._export, False)}
 
     def close(self) -> None:
         pass
@@ -164,161 +156,6 @@ class Portable:
     def _line(ns: str, key: str, tier: str | None, cut: int, versions: list[Any]) -> bytes:
         return _dump({"t": "record", "ns": ns, "key": key, "tier": tier, "cut": cut, "versions": versions})
 
-    # -- import ------------------------------------------------------------------------
-
-    def _import(self, op: ImportOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, int], Attrs]:
-        self.core.admin_only(scope, "import into the store")
-        with ExitStack() as stack:
-            src = _open_in(op.source, stack)
-            counts = self._read(src, op.progress)
-        attrs = None if span is None else {"hrm.memory.records": counts["records"]}
-        return counts, attrs
-
-    def _read(self, src: IO[bytes], progress: Callable[[int], Any] | None) -> dict[str, int]:
-        counts = {"namespaces": 0, "declared": 0, "consents": 0, "records": 0, "existing": 0, "versions": 0}
-        where = getattr(src, "name", "<stream>")
-        first = src.readline()
-        try:
-            head = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            head = None
-        if type(head) is not dict or head.get("format") != FORMAT:
-            raise UnsupportedFormat(f"{where} is not an hrm-memory export (no header line)", path=str(where),
-                                    found=None, supported=VERSION)
-        found = head.get("version")
-        if type(found) is not int or found > VERSION or found < 1:
-            raise UnsupportedFormat(
-                f"{where} is an hrm-memory export of format {found!r}; this version reads format {VERSION} "
-                "and older: upgrade hrm-memory to import it", path=str(where), found=found, supported=VERSION)
-        touched: set[str] = set()
-        declared: set[str] = set()
-        ended = False
-        lineno = 1
-        try:
-            for raw in src:
-                lineno += 1
-                if ended:
-                    raise BadInput(f"{where}:{lineno}: data after the end line")
-                try:
-                    item = orjson.loads(raw)
-                    kind = item["t"]
-                except (orjson.JSONDecodeError, KeyError, TypeError):
-                    raise BadInput(f"{where}:{lineno}: not an export line") from None
-                if kind == "record":
-                    n = self._import_record(item, counts)
-                    touched.add(item["ns"])
-                    counts["versions"] += n
-                    if progress is not None and counts["records"] % PROGRESS_EVERY == 0:
-                        progress(counts["records"])
-                elif kind == "namespace":
-                    self._import_namespace(item, counts)
-                    declared.add(item["name"])
-                elif kind == "consent":
-                    if CONSENT_NAMESPACE not in declared:  # else its records carry the decisions, times and all
-                        self._import_consent(item, counts)
-                elif kind == "end":
-                    ended = True
-                else:
-                    raise BadInput(f"{where}:{lineno}: unknown line type {kind!r}")
-        finally:
-            self._reindex(touched)
-        if not ended:
-            raise BadInput(f"{where} ends before its end line (truncated?): what it held was imported; "
-                           "importing it again once complete is safe")
-        if progress is not None:
-            progress(counts["records"])
-        return counts
-
-    def _reindex(self, namespaces: set[str]) -> None:
-        """Tell derived data (the recall index) to look at imported namespaces again."""
-        changes = self.backend.changes
-        for ns in sorted(namespaces):
-            if changes is not None:
-                try:
-                    changes.append(RECOVER, ns, "", 0, "0" * 32)
-                except KeyError:
-                    pass  # a log without such notes (Redis): its writes logged themselves, entry by entry
-            elif ns in self.core.bus.indexed:  # no change log: this process's index learns of them
-                self.core.bus.touched.update((ns, k) for k, _, _ in self.backend.keys(ns))
-        self.core.index_epoch += 1
-
-    def _import_namespace(self, item: dict[str, Any], counts: dict[str, int]) -> None:
-        spec = NamespaceSpec.from_dict(item["spec"])
-        counts["namespaces"] += 1
-        self.core.load_declared()
-        have = self.core.specs.get(spec.name)
-        if have is not None:
-            if have != spec:
-                raise conflict(spec, have, where="in this store (the export declares it differently)")
-        else:
-            self.core.codecs.for_spec(spec.codec)
-            stored = self.backend.declare(spec.name, spec.to_dict())
-            if stored is not None and stored != spec.to_dict():
-                raise conflict(spec, NamespaceSpec.from_dict(stored), where="in this store")
-            self.core.runtime.add(spec.name)
-            self.core.registry.declare(spec)
-            self.core.refresh_indexed()
-            counts["declared"] += 1
-        since = item.get("since")
-        if spec.history is not None and type(since) is int:
-            with self.backend.lock(spec.name):
-                mine = self.history.since(spec.name)
-                if mine is None or since < mine:
-                    self.history.set_since(spec.name, since)
-
-    def _import_consent(self, item: dict[str, Any], counts: dict[str, int]) -> None:
-        category, granted = item["category"], item["granted"]
-        if category not in CONSENT_CATEGORIES or granted is None:
-            return
-        with self.backend.lock(CONSENT_NAMESPACE):
-            if self.backend.get(CONSENT_NAMESPACE, category) is None:
-                self.backend.put(CONSENT_NAMESPACE, category, values.kept(orjson.dumps({"granted": bool(granted)})),
-                                 _now_us())
-                counts["consents"] += 1
-
-    def _import_record(self, item: dict[str, Any], counts: dict[str, int]) -> int:
-        ns, key, tier = item["ns"], item["key"], item["tier"]
-        versions: list[list[Any]] = item["versions"]
-        cut = int(item["cut"])
-        spec = self.core.spec(ns)
-        if spec.tier == "hot" or not versions:
-            return 0
-        counts["records"] += 1
-        kept = versions if tier is None else versions[:-1]
-        changed = False
-        with self.backend.lock(ns):
-            live = self.backend.get(ns, key)
-            if tier is not None:
-                v, created, updated, _, value = versions[-1]
-                if live is None or live.version < v:
-                    # values.kept: orjson's buffer is over-allocated (KiBs); the read cache keeps this one
-                    stored = self.backend.put(ns, key, values.kept(orjson.dumps(value)), updated, min_version=v,
-                                              created_us=created)
-                    if tier == "cold":
-                        self.backend.archive(ns, [stored])
-                    live = stored
-                    changed = True
-            if spec.history is not None and (kept or cut):
-                have_cut, have = self.history.load(ns, key)
-                merged = {int(e[0]): e for e in have}
-                for e in kept:
-                    merged.setdefault(int(e[0]), e)
-                top = live.version if live is not None else None
-                entries = [merged[v] for v in sorted(merged) if top is None or v < top]
-                new_cut = max(cut, have_cut)
-                if entries != have or new_cut != have_cut:
-                    self.history.store(ns, key, new_cut, entries, _now_us())
-                    changed = True
-        if not changed:
-            counts["existing"] += 1
-        return len(versions)
-
-
-def _now_us() -> int:
-    import time
-
-    return time.time_ns() // 1000
-
 
 def _open_out(out: Any, stack: ExitStack) -> IO[bytes]:
     if isinstance(out, (str, os.PathLike)):
@@ -327,17 +164,6 @@ def _open_out(out: Any, stack: ExitStack) -> IO[bytes]:
     if hasattr(out, "write"):
         return out  # type: ignore[no-any-return]
     raise InvalidArgument(f"export() writes to a path or a binary file, not {type(out).__name__}")
-
-
-def _open_in(source: Any, stack: ExitStack) -> IO[bytes]:
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            return stack.enter_context(open(os.fspath(source), "rb", buffering=1 << 20))
-        except FileNotFoundError:
-            raise BadInput(f"no export file at {os.fspath(source)}") from None
-    if hasattr(source, "readline"):
-        return source  # type: ignore[no-any-return]
-    raise InvalidArgument(f"import_() reads from a path or a binary file, not {type(source).__name__}")
 
 
 __all__ = ["FORMAT", "VERSION", "Portable"]

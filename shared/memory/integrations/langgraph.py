@@ -563,7 +563,7 @@ class MemoryStore(BaseStore):
         item is still the version found expired. A put racing the sweep
         (another process or host making the key fresh) is never deleted: one
         lock held over the whole loop did not do it on Redis, whose lease
-        ended with the first delete (issue 22, item 1)."""
+        ends with the first delete."""
         removed = 0
         now = time.time()
         backend, mm, ns = self.manager.backend, self.manager, self.namespace

@@ -1,12 +1,13 @@
 """The recall index and purges: every index drops what any process or host purged.
 
-The store keeps a purge epoch (``storage/purge_epochs.py``: a backend's
-``purges``). :func:`catch_up` runs before an index answers (``RecallIndex.sync``)
-and at close: it compares the epoch the index has recorded with the store's
-and deletes the rows of every namespace purged since, then hands back what
-those namespaces hold now, to index again. :func:`purged_since_now` is asked
+The store keeps a purge epoch (``Backend.purges``, part of the backend
+contract: ``storage/purge_epochs.py`` for files and Redis). :func:`catch_up`
+runs before an index answers (``RecallIndex.sync``) and at close: it
+compares the epoch the index has recorded with the store's and deletes the
+rows of every namespace purged since, then hands back what those namespaces
+hold now, to index again. :func:`purged_since_now` is asked
 by an index write inside its transaction, so rows read before a purge (and
-embedded meanwhile) are never written after it (issue 22, items 4 and 5).
+embedded meanwhile) are never written after it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from hrm_memory.core.backend import Backend
 from hrm_memory.core.errors import MemoryStoreError
 
 #: ``p`` below is the :class:`~hrm_memory.recall.index.RecallIndex`, typed
@@ -22,10 +24,11 @@ from hrm_memory.core.errors import MemoryStoreError
 log = logging.getLogger("hrm_memory.recall")
 
 
-def purged_since_now(backend: Any) -> Callable[[], set[str] | None] | None:
+def purged_since_now(backend: Backend) -> Callable[[], set[str] | None] | None:
     """A test of "which namespaces were purged since now" (None: cannot
-    tell, so all); None for a backend without purge epochs."""
-    epochs = getattr(backend, "purges", None)
+    tell, so all); None for a backend without purge epochs (its derived
+    data lives in this process: ``Core.on_purge`` reaches it)."""
+    epochs = backend.purges
     if epochs is None:
         return None
     start = epochs.current()
@@ -43,7 +46,7 @@ def catch_up(p: Any) -> tuple[set[tuple[str, str]], dict[str, str]]:
     """Drop the persisted index's rows of namespaces purged since it last
     looked; return the keys to index again and the meta to record (empty
     when nothing moved)."""
-    disk, epochs = p.disk, getattr(p.core.backend, "purges", None)
+    disk, epochs = p.disk, p.core.backend.purges
     if disk is None or epochs is None:
         return set(), {}
     now = epochs.current()
