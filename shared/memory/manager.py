@@ -71,7 +71,7 @@ from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
 from hrm_memory.storage.forget import eraser_for
-from hrm_memory.storage.textindex import TextIndex
+from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
 

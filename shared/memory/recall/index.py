@@ -1,6 +1,6 @@
 """The recall index's upkeep: what the index holds, kept in line with the store.
 
-The index (SQLite FTS5, :mod:`hrm_memory.storage.textindex`) holds the
+The index (SQLite FTS5, :mod:`hrm_memory.recall.textindex`) holds the
 readable text of every record of a namespace declared with ``index=``. It is
 derived data and is treated as such:
 
@@ -58,7 +58,7 @@ class Doc(NamedTuple):
 
 
 class SearchIndex(Protocol):
-    """What recall needs of an index (``hrm_memory.storage.textindex.TextIndex``)."""
+    """What recall needs of an index (``hrm_memory.recall.textindex.TextIndex``)."""
 
     @property
     def persistent(self) -> bool: ...

@@ -32,8 +32,8 @@ from typing import Any, NamedTuple, NoReturn
 from hrm_memory.core.errors import CorruptRecord, StorageError
 from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
-from . import fsutil as _fs
-from . import index_health as health
+from hrm_memory.storage import fsutil as _fs
+from hrm_memory.storage import index_health as health
 
 log = logging.getLogger("hrm_memory.recall")
 
