@@ -126,6 +126,13 @@ def _within_postings(terms: Sequence[str], freq: dict[str, int]) -> list[str]:
     return [t for t in terms if t in chosen]
 
 
+def _near(before: list[str], parts: Sequence[str], i: int) -> str:
+    """The near column of passage ``i`` of a record of ``parts``: the
+    :data:`NEAR_PASSAGES` passages written before it (``before``: the last
+    ones of the previous record), each cut to :data:`NEAR_CHARS`."""
+    return "\n".join(p[:NEAR_CHARS] for p in [*before, *parts[:i]][-NEAR_PASSAGES:])
+
+
 def first_probe(limit: int) -> int:
     """Matches a search for ``limit`` rows ranks on its first try: a quarter
     more, for the rows its filter drops."""
@@ -342,14 +349,15 @@ class TextIndex:
                     )
                     rowid = cur.lastrowid
                     assert rowid is not None
-                    parts = list(doc.parts) or [doc.body]
-                    before = self._before(db, doc, rowid) if parts else []
+                    parts = (list(doc.parts) or [doc.body])[:PARTS]
+                    before = self._before(db, doc.ns, doc.created_us, doc.key, rowid)
                     db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", [
-                        ((rowid << PART_BITS) | i, part, doc.ctx,
-                         "\n".join(p[:NEAR_CHARS] for p in (before + parts[:i])[-NEAR_PASSAGES:]))
-                        for i, part in enumerate(parts[:PARTS])])
+                        ((rowid << PART_BITS) | i, part, doc.ctx, _near(before, parts, i))
+                        for i, part in enumerate(parts)])
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
+                    if row is not None:  # its old text may be in the next record's near column
+                        self._refresh_next(db, doc.ns, doc.created_us, doc.key)
                 for name, value in (meta or {}).items():
                     db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?,?)", (name, value))
                 db.execute("COMMIT")
@@ -358,24 +366,45 @@ class TextIndex:
                 raise
 
     @staticmethod
-    def _before(db: sqlite3.Connection, doc: Doc, rowid: int) -> list[str]:
-        """The last passages of the record created just before ``doc`` in its namespace."""
+    def _before(db: sqlite3.Connection, ns: str, created_us: int, key: str, rowid: int) -> list[str]:
+        """The last passages of the record created just before ``(created_us,
+        key)`` in ``ns`` (the record ``rowid`` itself left out)."""
         prev = db.execute("SELECT id FROM docs WHERE ns=? AND (created_us, key) < (?, ?) AND id != ?"
-                          " ORDER BY created_us DESC, key DESC LIMIT 1", (doc.ns, doc.created_us, doc.key, rowid)).fetchone()
+                          " ORDER BY created_us DESC, key DESC LIMIT 1", (ns, created_us, key, rowid)).fetchone()
         if prev is None:
             return []
         got = db.execute("SELECT body FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
                          (prev[0] << PART_BITS, (prev[0] << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
         return [str(b) for (b,) in reversed(got)]
 
-    @staticmethod
-    def _remove(db: sqlite3.Connection, ns: str, key: str) -> None:
-        row = db.execute("SELECT id FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
+    def _refresh_next(self, db: sqlite3.Connection, ns: str, created_us: int, key: str) -> None:
+        """Write again the near column of the record created just after
+        ``(created_us, key)`` in ``ns``: its first passages hold text of the
+        record before it, which has just been removed or replaced (so a
+        forgotten or superseded text stays in no other row)."""
+        nxt = db.execute("SELECT id, created_us, key FROM docs WHERE ns=? AND (created_us, key) > (?, ?)"
+                         " ORDER BY created_us, key LIMIT 1", (ns, created_us, key)).fetchone()
+        if nxt is None:
+            return
+        rowid, nxt_created, nxt_key = nxt
+        first = db.execute("SELECT rowid, body, near FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
+                           (rowid << PART_BITS, (rowid << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
+        before = self._before(db, ns, nxt_created, nxt_key, rowid)
+        parts = [str(body) for _, body, _ in first]
+        for i, (passage, _, near) in enumerate(first):
+            fresh = _near(before, parts, i)
+            if fresh != near:
+                db.execute("UPDATE fts SET near=? WHERE rowid=?", (fresh, passage))
+
+    def _remove(self, db: sqlite3.Connection, ns: str, key: str) -> None:
+        """Delete ``key``'s rows, and its text from the next record's near column."""
+        row = db.execute("SELECT id, created_us FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
         if row is not None:
             db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?",
                        (row[0] << PART_BITS, (row[0] << PART_BITS) | (PARTS - 1)))
             db.execute("DELETE FROM vecs WHERE id=?", (row[0],))
             db.execute("DELETE FROM docs WHERE id=?", (row[0],))
+            self._refresh_next(db, ns, row[1], key)
 
     def purge(self, namespace: str) -> int:
         """Remove every row of ``namespace`` and leave none of its text in the
