@@ -9,6 +9,7 @@ from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall.search import Recall
+from hrm_memory.recall import textindex
 from hrm_memory.recall.textindex import DF_CAP, DF_FLOOR
 
 
@@ -27,7 +28,11 @@ def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> N
         assert index.selective(["walked", "notes"]) == []  # all in every document: nothing to rank by
         assert index.selective(["zq7x"]) == ["zq7x"]  # a rare word alone is kept
         assert index.selective(["walked"]) == []  # a word in every document ranks nothing
-        assert mm.recall("walking", namespaces="t.notes") == []
+        # nothing to rank by, yet every record holds the question's one word:
+        # the newest of them, found without ranking the word's postings
+        newest = {f"n{i}" for i in range(n - textindex.EXACT_CAP, n)}
+        assert len(hits := mm.recall("walking", namespaces="t.notes", k=3)) == 3
+        assert {h.key for h in hits} <= newest
 
 
 CHILD_COMMITS_THEN_DIES = """

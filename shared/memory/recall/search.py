@@ -172,13 +172,31 @@ class Recall:
         want = candidates_for(k, dense=self.index.embedder is not None)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
+        every = list(dict.fromkeys(rt.tokens(query)))[:32]  # the stopwords the terms leave out too
         for index, session in self.index.indexes():
             selective = index.selective(terms)  # words in most documents are not worth scoring
-            if not selective:
-                continue
-            match = rt.fts_query(selective)
-            for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix,
-                                    text=False, newest=index.window(selective)):
+            newest = index.window(selective) if selective else None
+            rows: list[Any] = []
+            if selective != terms or newest is not None or every != terms:
+                # The passages holding every word of the question come first,
+                # found from the rarest word's postings, whatever words were
+                # left out of the ranked search below to bound its cost.
+                rows = index.exact(every, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix)
+                if not rows and every != terms and newest is not None:
+                    # the budget left one common word to rank in a window: without the
+                    # stopwords, the passages holding every term come first
+                    rows = index.exact(terms, names, cold=cold, limit=want, kinds=kinds, since_us=since_us,
+                                       prefix=prefix)
+            # The words kept are ranked too (within the posting budget), unless
+            # only a window of one common word is left and every candidate
+            # needed holds all the words already.
+            if selective and (len(rows) < want or newest is None):
+                ranked = index.search(rt.fts_query(selective), names, cold=cold, limit=want, kinds=kinds,
+                                      since_us=since_us, prefix=prefix, text=False, newest=newest)
+                # below every passage holding all the words, whatever its bm25 over the words kept
+                floor = min([0.0, *(r.score for r in ranked)])
+                rows = [r._replace(score=r.score + floor) for r in rows] + ranked
+            for row in rows:
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
                     candidates[ref] = (row, session)

@@ -105,6 +105,14 @@ _RANKED_FROM = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? AND rowid
 #: The row id of the n-th newest passage a match finds (FTS5 walks a word's
 #: passages newest first without scoring them: ~0.1 us each).
 _NTH_NEWEST = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
+#: The newest passages matching an expression, unranked (FTS5 walks an AND
+#: from its rarest word and stops at the limit).
+_NEWEST_MATCHES = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+#: How many of the newest passages holding every word of a question
+#: :meth:`TextIndex.exact` ranks.
+EXACT_CAP = 256
+#: bm25's constants (FTS5's own), for the scores :meth:`TextIndex.exact` gives.
+_K1, _B = 1.2, 0.75
 #: How many of the best matches a search ranks by text alone before
 #: filtering them, per row it returns, on its second try (the first takes
 #: :func:`first_probe`).
@@ -618,6 +626,50 @@ class TextIndex:
             # the index is small enough to rank them all cheaply (a store of
             # notes that all say "apples" still answers "apples").
             return [rarest] if freq[rarest] <= 0.5 * top or top <= DF_CAP else []
+
+    def exact(self, words: Sequence[str], namespaces: Sequence[str], *, cold: bool, limit: int,
+              kinds: Sequence[str] | None = None, since_us: int | None = None,
+              prefix: str | None = None) -> list[Row]:
+        """The best ``limit`` rows whose passage (its text or its record's
+        context) holds every one of ``words``.
+
+        The cost is bounded by the rarest word's postings, never the
+        commonest's: FTS5 walks an AND from its rarest word, skipping through
+        the others' lists, newest first, and stops after :data:`EXACT_CAP`
+        passages; nothing is ranked by FTS5 (its bm25 first counts every
+        posting of every word). A group with a word no passage holds costs
+        one cached look-up. A row's score is bm25 as if each word were there
+        once (the group's idf, the passage's length against the others
+        found), negative like FTS5's: every word held is what ranks first.
+        """
+        if not namespaces or not words:
+            return []
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return []
+            db = self._conn()
+            stems = self._stems(db, words)
+            words = list(dict.fromkeys(w for w in words if w in stems))
+            df = self._frequencies(db, {stems[w] for w in words})
+            if not words or any(df.get(stems[w], 0) == 0 for w in words):
+                return []
+            n = max(1, self._count(db))
+            match = "{body ctx} : (" + " AND ".join(f'"{w}"' for w in words) + ")"
+            db.execute("BEGIN")  # one snapshot for every statement
+            try:
+                ids = [r for (r,) in db.execute(_NEWEST_MATCHES, (match, EXACT_CAP))]
+                if not ids:
+                    return []
+                marks, args = _in(ids)
+                lengths = dict(db.execute(f"SELECT rowid, length(body) FROM fts WHERE rowid IN ({marks})", args))
+                avg = max(1.0, sum(lengths.values()) / len(lengths))
+                idf = sum(math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words)
+                scored = sorted(((rowid, -idf * (1 + _K1) / (1 + _K1 * (1 - _B + _B * lengths.get(rowid, avg) / avg)))
+                                 for rowid in ids), key=lambda x: (x[1], -x[0]))
+                rows = self._passing(db, scored, set(namespaces), cold, kinds, since_us, prefix)
+            finally:
+                db.execute("ROLLBACK")
+            return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
 
     def window(self, terms: Sequence[str]) -> int | None:
         """How many of the newest passages a search for ``terms`` (as
