@@ -198,6 +198,29 @@ class TextIndex:
     def persistent(self) -> bool:
         return self.path is not None
 
+    def opened(self) -> bool:
+        """Whether this instance holds a connection (it read or wrote the index)."""
+        return self._db is not None
+
+    def peek(self, name: str) -> str | None:
+        """The meta value ``name`` (None: none, or unreadable), read without
+        creating, migrating or locking anything when the index is not open:
+        a read-only connection, closed at once (what ``close()`` of an idle
+        store may need, at a fraction of an open's cost)."""
+        if self._db is not None:
+            return self.meta(name)
+        if self.path is None or not self.path.is_file():
+            return None
+        try:
+            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=health.BUSY_TIMEOUT)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+        return None if row is None else str(row[0])
+
     @contextmanager
     def _locked(self, what: str = "a recall index operation") -> Iterator[None]:
         """Hold the lock; SQLite's errors come out typed (``index_health``):
@@ -364,8 +387,9 @@ class TextIndex:
                         for i, part in enumerate(parts)])
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
-                    if row is not None:  # its old text may be in the next record's near column
-                        self._refresh_next(db, doc.ns, doc.created_us, doc.key)
+                    # the next record's near column holds what was before it: this
+                    # record's old text, or (indexed before this one) its predecessor's
+                    self._refresh_next(db, doc.ns, doc.created_us, doc.key)
                 for name, value in (meta or {}).items():
                     db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?,?)", (name, value))
                 db.execute("COMMIT")
