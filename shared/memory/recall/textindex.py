@@ -690,7 +690,10 @@ class TextIndex:
                 idf = sum(math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words)
                 scored = sorted(((rowid, -idf * (1 + _K1) / (1 + _K1 * (1 - _B + _B * lengths.get(rowid, avg) / avg)))
                                  for rowid in ids), key=lambda x: (x[1], -x[0]))
-                rows = self._passing(db, scored, set(namespaces), cold, kinds, since_us, prefix)
+                wanted = set(namespaces)
+                rows = self._passing(db, scored[:2 * limit], wanted, cold, kinds, since_us, prefix)
+                if len(rows) < limit and len(scored) > 2 * limit:  # the filter keeps few: look at all
+                    rows = self._passing(db, scored, wanted, cold, kinds, since_us, prefix)
             finally:
                 db.execute("ROLLBACK")
             return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
