@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import os
 import sqlite3
 import threading
@@ -32,6 +33,7 @@ from typing import Any, NamedTuple, NoReturn
 from hrm_memory.core.errors import CorruptRecord, StorageError
 from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
+from hrm_memory.recall.text import light_stem as rt_stem
 from hrm_memory.storage import fsutil as _fs
 from hrm_memory.storage import index_health as health
 
@@ -105,6 +107,8 @@ _RANKED_FROM = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? AND rowid
 #: The row id of the n-th newest passage a match finds (FTS5 walks a word's
 #: passages newest first without scoring them: ~0.1 us each).
 _NTH_NEWEST = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
+#: Words as FTS5's unicode61 splits them (letters and digits).
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 #: The newest passages matching an expression, unranked (FTS5 walks an AND
 #: from its rarest word and stops at the limit).
 _NEWEST_MATCHES = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
@@ -661,10 +665,10 @@ class TextIndex:
         commonest's: FTS5 walks an AND from its rarest word, skipping through
         the others' lists, newest first, and stops after :data:`EXACT_CAP`
         passages; nothing is ranked by FTS5 (its bm25 first counts every
-        posting of every word). A group with a word no passage holds costs
-        one cached look-up. A row's score is bm25 as if each word were there
-        once (the group's idf, the passage's length against the others
-        found), negative like FTS5's: every word held is what ranks first.
+        posting of every word). A word no passage holds costs
+        one cached look-up. A row's score is bm25 over its text and context
+        (each word's idf and count there, the passage's length against the
+        others found), negative like FTS5's.
         """
         if not namespaces or not words:
             return []
@@ -685,11 +689,25 @@ class TextIndex:
                 if not ids:
                     return []
                 marks, args = _in(ids)
-                lengths = dict(db.execute(f"SELECT rowid, length(body) FROM fts WHERE rowid IN ({marks})", args))
-                avg = max(1.0, sum(lengths.values()) / len(lengths))
-                idf = sum(math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words)
-                scored = sorted(((rowid, -idf * (1 + _K1) / (1 + _K1 * (1 - _B + _B * lengths.get(rowid, avg) / avg)))
-                                 for rowid in ids), key=lambda x: (x[1], -x[0]))
+                texts = db.execute(f"SELECT rowid, body, ctx FROM fts WHERE rowid IN ({marks})", args).fetchall()
+                weight = {rt_stem(w): math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words}
+                counts: dict[int, tuple[int, dict[str, int]]] = {}
+                for rowid, body, ctx in texts:
+                    tokens = _TOKEN.findall(f"{body}\n{ctx}".lower())
+                    tf: dict[str, int] = {}
+                    for t in tokens:
+                        st = rt_stem(t)
+                        if st in weight:
+                            tf[st] = tf.get(st, 0) + 1
+                    counts[rowid] = (len(tokens), tf)
+                avg = max(1.0, sum(c[0] for c in counts.values()) / max(1, len(counts)))
+
+                def bm25(rowid: int) -> float:
+                    length, tf = counts.get(rowid, (avg, {}))
+                    norm = _K1 * (1 - _B + _B * length / avg)
+                    return -sum(w * (f := max(1, tf.get(st, 0))) * (1 + _K1) / (f + norm) for st, w in weight.items())
+
+                scored = sorted(((rowid, bm25(rowid)) for rowid in ids), key=lambda x: (x[1], -x[0]))
                 wanted = set(namespaces)
                 rows = self._passing(db, scored[:2 * limit], wanted, cold, kinds, since_us, prefix)
                 if len(rows) < limit and len(scored) > 2 * limit:  # the filter keeps few: look at all
