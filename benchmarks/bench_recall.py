@@ -16,7 +16,7 @@ of questions with an evidence turn among the first k results; share@k the
 share of a question's evidence turns among them, averaged.
 
 Held-out split: the ranking's constants chosen on LoCoMo (the near column's
-weight and window, storage/textindex.py) were tuned on conversations 0-4
+weight and window, recall/textindex.py) were tuned on conversations 0-4
 (``--split tune``); the figures reported are on conversations 5-9
 (``--split report``, the default); ``--split all`` runs all ten.
 

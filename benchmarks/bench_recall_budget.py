@@ -1,4 +1,4 @@
-"""What the posting budget (storage/textindex.py ``POSTINGS``) changes in
+"""What the posting budget (recall/textindex.py ``POSTINGS``) changes in
 recall's ranking, and what it saves, on bench_recall_speed's data.
 
 For each of bench_recall_speed's 200 queries, on a store of ``--n`` records
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hrm_memory import MemoryManager
 from hrm_memory.recall import text as rt
-from hrm_memory.storage import textindex as ti
+from hrm_memory.recall import textindex as ti
 
 from .bench_recall_speed import NS, SEED, SPECS, Corpus, fill
 from .harness import DEFAULT_BENCH_DIR, log, percentile

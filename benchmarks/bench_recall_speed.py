@@ -53,7 +53,7 @@ from typing import Any
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall import text as rt
 from hrm_memory.recall.search import candidates_for
-from hrm_memory.storage.textindex import RANKED, TextIndex, first_probe
+from hrm_memory.recall.textindex import RANKED, TextIndex, first_probe
 
 from .harness import (
     DEFAULT_BENCH_DIR,

@@ -1,6 +1,6 @@
 """The recall index file's health: damage found, set aside and rebuilt; SQLite errors typed.
 
-``recall.db`` is derived data (``textindex.py``), so a damaged one is never
+``recall.db`` is derived data (``hrm_memory.recall.textindex``), so a damaged one is never
 a reason to fail for good. Damage is looked for three ways:
 
 - on open, cheaply: the 100-byte SQLite header must carry its magic string

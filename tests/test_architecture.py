@@ -2,7 +2,8 @@
 
 - exactly one top-level import package, ``hrm_memory`` (plus the console script);
 - its import graph has no circle, and no import from a lower layer to a higher
-  one: core <- storage, namespaces <- manager <- adapters, migration <- CLI;
+  one: core <- storage <- features (recall, context, history), namespaces <- manager
+  <- adapters, migration <- CLI; storage imports the core and nothing else;
 - no private name (``_x``) is imported from another folder of the repository;
 - every error class is defined in ``hrm_memory.core.errors`` and exported;
 - the core (``hrm_memory.core``) imports no feature subpackage (recall,
@@ -38,10 +39,10 @@ REPO = Path(__file__).resolve().parent.parent
 LAYERS: dict[str, int] = {
     "hrm_memory.core": 0,  # contracts, shared state, the pipeline, record and admin handlers
     "hrm_memory.tracing": 0,  # a span per operation: what the pipeline stands on
-    "hrm_memory.recall": 1,  # features on top of the core
-    "hrm_memory.context": 1,
-    "hrm_memory.history": 1,  # kept versions, as-of reads, forget, export/import
-    "hrm_memory.storage": 2,  # backends (the recall index's rows are recall's Doc)
+    "hrm_memory.storage": 1,  # backends: the core only (test_storage_imports_only_the_core)
+    "hrm_memory.recall": 2,  # features on top of the core (the recall index's SQLite file is recall's)
+    "hrm_memory.context": 2,
+    "hrm_memory.history": 2,  # kept versions, as-of reads, forget, export/import
     "hrm_memory.namespaces": 2,
     "hrm_memory": 3,  # the façade re-exports the manager
     "hrm_memory.manager": 3,  # the composition root
@@ -217,6 +218,21 @@ def test_the_core_imports_no_feature(modules: dict[str, ast.Module]) -> None:
         if name == "hrm_memory.core" or name.startswith("hrm_memory.core.")
         for target, _, line in imports(name, tree, known)
         if target.startswith((*FEATURES, "hrm_memory.manager", "hrm_memory.aio", "hrm_memory.storage"))
+    ]
+    assert reached == []
+
+
+def test_storage_imports_only_the_core(modules: dict[str, ast.Module]) -> None:
+    """Backends stand on the core's contracts alone: no feature, no manager,
+    no namespace catalogue (derived data such as the recall index belongs to
+    the feature that derives it)."""
+    known = set(modules)
+    reached = [
+        f"{name}:{line} imports {target}"
+        for name, tree in modules.items()
+        if name == "hrm_memory.storage" or name.startswith("hrm_memory.storage.")
+        for target, _, line in imports(name, tree, known)
+        if target.startswith("hrm_memory") and not target.startswith(("hrm_memory.core", "hrm_memory.storage"))
     ]
     assert reached == []
 

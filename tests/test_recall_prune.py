@@ -9,7 +9,8 @@ from typing import Any
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall.search import Recall
-from hrm_memory.storage.textindex import DF_CAP, DF_FLOOR
+from hrm_memory.recall import textindex
+from hrm_memory.recall.textindex import DF_CAP, DF_FLOOR
 
 
 def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> None:
@@ -27,7 +28,11 @@ def test_common_words_are_left_out_and_rare_ones_still_find(tmp_path: Path) -> N
         assert index.selective(["walked", "notes"]) == []  # all in every document: nothing to rank by
         assert index.selective(["zq7x"]) == ["zq7x"]  # a rare word alone is kept
         assert index.selective(["walked"]) == []  # a word in every document ranks nothing
-        assert mm.recall("walking", namespaces="t.notes") == []
+        # nothing to rank by, yet every record holds the question's one word:
+        # the newest of them, found without ranking the word's postings
+        newest = {f"n{i}" for i in range(n - textindex.EXACT_CAP, n)}
+        assert len(hits := mm.recall("walking", namespaces="t.notes", k=3)) == 3
+        assert {h.key for h in hits} <= newest
 
 
 CHILD_COMMITS_THEN_DIES = """
@@ -65,7 +70,7 @@ def test_word_frequencies_follow_every_change_to_the_index(tmp_path: Path) -> No
     yet a word that becomes common, here or through another process's
     manager, is left out from the next query on, and one that becomes rare
     again is searched again."""
-    from hrm_memory.storage.textindex import TextIndex
+    from hrm_memory.recall.textindex import TextIndex
 
     spec = NamespaceSpec("notes.text", index=("text",))
     with MemoryManager(tmp_path, durability="flush", namespaces=[spec]) as mm:
@@ -132,7 +137,7 @@ def test_a_change_that_never_reached_the_log_is_found_by_the_reconcile(tmp_path:
 
 def _index_of(words_per_doc: list[str]) -> Any:
     from hrm_memory.recall.index import Doc
-    from hrm_memory.storage.textindex import TextIndex
+    from hrm_memory.recall.textindex import TextIndex
 
     index = TextIndex(None)
     index.apply([Doc("a.b", f"k{i:05d}", 1, i + 1, i + 1, "warm", None, 0.5, text, "") for i, text in
@@ -144,7 +149,7 @@ def test_a_query_ranks_within_a_posting_budget_its_rarest_words_first(monkeypatc
     """Ranking costs about a microsecond a matching passage: past POSTINGS
     (the passage counts of a query's words, summed) the commonest words left
     go too, the rarest always stays, the words keep their order."""
-    from hrm_memory.storage import textindex
+    from hrm_memory.recall import textindex
 
     texts = []
     for i in range(1000):
@@ -175,7 +180,7 @@ def test_a_query_left_with_one_common_word_ranks_its_newest_passages(monkeypatch
     one is in more passages than POSTINGS, the newest POSTINGS of them are
     ranked (the cost stays bounded at any size), not the best of all: here
     the oldest ones say it most often, yet only newer ones come back."""
-    from hrm_memory.storage import textindex
+    from hrm_memory.recall import textindex
 
     texts = [("omega " * (4 if i < 100 else 1) + f"filler{i}") if i % 2 == 0 else f"filler{i}" for i in range(1000)]
     index = _index_of(texts)  # "omega" in 500 of 1,000 records: common, but not in half of them

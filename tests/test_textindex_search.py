@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hrm_memory.recall.search import Doc
-from hrm_memory.storage.textindex import TextIndex
+from hrm_memory.recall.textindex import TextIndex
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "quartz"]
 NAMESPACES = ["a.notes", "b.notes", "c.memories"]

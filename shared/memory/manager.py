@@ -73,7 +73,7 @@ from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
 from hrm_memory.storage.memory import MemoryBackend
-from hrm_memory.storage.textindex import TextIndex
+from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
 

@@ -1,6 +1,6 @@
 """The recall index's upkeep: what the index holds, kept in line with the store.
 
-The index (SQLite FTS5, :mod:`hrm_memory.storage.textindex`) holds the
+The index (SQLite FTS5, :mod:`hrm_memory.recall.textindex`) holds the
 readable text of every record of a namespace declared with ``index=``. It is
 derived data and is treated as such:
 
@@ -38,6 +38,11 @@ from hrm_memory.recall import purges
 from hrm_memory.recall import text as rt
 
 
+#: Keys indexed per transaction when the index catches up (a whole store on
+#: its first recall): the records of one batch are what indexing holds.
+INDEX_BATCH = 2000
+
+
 class Doc(NamedTuple):
     """One record as the index holds it: its text, its context and, with an
     embedder, its normalised vector (float32 bytes)."""
@@ -58,7 +63,7 @@ class Doc(NamedTuple):
 
 
 class SearchIndex(Protocol):
-    """What recall needs of an index (``hrm_memory.storage.textindex.TextIndex``)."""
+    """What recall needs of an index (``hrm_memory.recall.textindex.TextIndex``)."""
 
     @property
     def persistent(self) -> bool: ...
@@ -66,6 +71,8 @@ class SearchIndex(Protocol):
     def apply(self, upserts: Sequence[Doc], removals: Iterable[tuple[str, str]], meta: dict[str, str] | None = None,
               purged: Callable[[], set[str] | None] | None = None) -> None: ...
     def purge(self, namespace: str) -> int: ...
+    def opened(self) -> bool: ...
+    def peek(self, name: str) -> str | None: ...
     def touch(self, ids: Iterable[int]) -> None: ...
     def meta(self, name: str) -> str | None: ...
     def versions(self, namespace: str) -> dict[str, tuple[int, int, str]]: ...
@@ -76,6 +83,9 @@ class SearchIndex(Protocol):
     def rows(self, ids: Sequence[int]) -> dict[int, Any]: ...
     def selective(self, terms: Sequence[str]) -> list[str]: ...
     def window(self, terms: Sequence[str]) -> int | None: ...
+    def exact(self, words: Sequence[str], namespaces: Sequence[str], *, cold: bool, limit: int,
+              kinds: Sequence[str] | None = None, since_us: int | None = None,
+              prefix: str | None = None) -> list[Any]: ...
     def weights(self, terms: Sequence[str]) -> dict[str, float]: ...
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]: ...
     def close(self) -> None: ...
@@ -170,7 +180,19 @@ class RecallIndex:
 
     def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
         """Bring the index rows of ``pending`` keys in line with the store (leaving
-        out namespaces purged since they were read: purges.py)."""
+        out namespaces purged since they were read: purges.py), in batches of
+        :data:`INDEX_BATCH` keys, one transaction each, so that indexing a
+        whole store holds one batch of records in memory, not the store;
+        ``meta`` (the change-log cursor) is written with the last batch only,
+        so a process that dies part way leaves the cursor where it was (the
+        next one compares versions and indexes the rest)."""
+        ordered = sorted(pending)
+        batches = [ordered[i:i + INDEX_BATCH] for i in range(0, len(ordered), INDEX_BATCH)] or [[]]
+        del ordered
+        for n, batch in enumerate(batches):
+            self._index_batch(batch, meta if n == len(batches) - 1 else None)
+
+    def _index_batch(self, pending: list[tuple[str, str]], meta: dict[str, str] | None) -> None:
         purged = purges.purged_since_now(self.core.backend) if self.disk is not None else None
         specs = self.core.specs
         for index, persisted in ((self.disk, True), (self.mem, False)):

@@ -72,6 +72,14 @@ def at_close(p: Any) -> None:
     if disk is None or p.core.closed or not disk.exists():
         return
     try:
+        epochs = getattr(p.core.backend, "purges", None)
+        if epochs is not None and not disk.opened():
+            # Not opened by this process: nothing of it is pending here, and
+            # unless a purge is recorded that the file has not caught up
+            # with, it is left closed (no open, no schema, no checkpoint).
+            now = epochs.current()
+            if now == 0 or disk.peek("purge_epoch") == str(now):
+                return
         again, meta = catch_up(p)
         if meta and not again:
             disk.apply([], [], meta)

@@ -150,8 +150,10 @@ class Recall:
             stages.append(("all kinds" if kinds is None else "kinds", kinds, include_cold))
             if not include_cold and any(s.ttl is not None or s.max_keys is not None for s in searched):
                 stages.append(("cold", kinds, True))
+            exact: dict[tuple[int, bool], list[Any]] = {}  # each index's exact rows, shared by the stages
             for name, stage_kinds, cold in stages:
-                hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches)
+                hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches,
+                                    exact)
                 best = max((h.confidence for h in hits), default=0.0)
                 path.append({"stage": name, "kinds": list(stage_kinds) if stage_kinds else None, "cold": cold,
                              "hits": len(hits), "confidence": round(best, 3)})
@@ -175,18 +177,46 @@ class Recall:
 
     def _search(self, specs: list[NamespaceSpec], query: str, terms: list[str], qtype: str,
                 kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
-                matches: Callable[[Any], bool] | None) -> list[Hit]:
+                matches: Callable[[Any], bool] | None,
+                exact: dict[tuple[int, bool], list[Any]] | None = None) -> list[Hit]:
         names = [s.name for s in specs]
         want = candidates_for(k, dense=self.index.embedder is not None)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
+        every = list(dict.fromkeys(rt.tokens(query)))[:32]  # the stopwords the terms leave out too
         for index, session in self.index.indexes():
             selective = index.selective(terms)  # words in most documents are not worth scoring
-            if not selective:
-                continue
-            match = rt.fts_query(selective)
-            for row in index.search(match, names, cold=cold, limit=want, kinds=kinds, since_us=since_us, prefix=prefix,
-                                    text=False, newest=index.window(selective)):
+            newest = index.window(selective) if selective else None
+            rows: list[Any] = []
+            if selective != terms or newest is not None or every != terms:
+                # The passages holding every word of the question come first,
+                # found from the rarest word's postings, whatever words were
+                # left out of the ranked search below to bound its cost.
+                memo = (id(index), cold)
+                held = None if exact is None else exact.get(memo)
+                if held is None:  # (kinds are filtered below: the stages differ by kinds alone)
+                    held = index.exact(every, names, cold=cold, limit=want, since_us=since_us, prefix=prefix)
+                    if not held and every != terms and newest is not None:
+                        # the budget left one common word to rank in a window: without the
+                        # stopwords, the passages holding every term come first
+                        held = index.exact(terms, names, cold=cold, limit=want, since_us=since_us, prefix=prefix)
+                    if exact is not None:
+                        exact[memo] = held
+                rows = held if kinds is None else [r for r in held if r.kind in kinds]
+                # A stage narrowed to some kinds is cut short when passages hold
+                # every word: the next stage ranks them above all the others, and
+                # this one must not end the search with hits holding fewer.
+                if kinds is not None and held:
+                    selective = []
+            # The words kept are ranked too (within the posting budget) unless
+            # every candidate needed holds all the words already.
+            if selective and len(rows) < want:
+                ranked = index.search(rt.fts_query(selective), names, cold=cold, limit=want, kinds=kinds,
+                                      since_us=since_us, prefix=prefix, text=False, newest=newest)
+                # below every passage holding all the words, whatever its bm25 over the words kept
+                floor = min([0.0, *(r.score for r in ranked)])
+                rows = [r._replace(score=r.score + floor) for r in rows] + ranked
+            for row in rows:
                 ref = (row.ns, row.key)
                 if ref not in candidates:  # a session copy supersedes the persisted one
                     candidates[ref] = (row, session)

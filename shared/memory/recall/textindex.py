@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import os
 import sqlite3
 import threading
@@ -32,8 +33,9 @@ from typing import Any, NamedTuple, NoReturn
 from hrm_memory.core.errors import CorruptRecord, StorageError
 from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
-from . import fsutil as _fs
-from . import index_health as health
+from hrm_memory.recall.text import light_stem as rt_stem
+from hrm_memory.storage import fsutil as _fs
+from hrm_memory.storage import index_health as health
 
 log = logging.getLogger("hrm_memory.recall")
 
@@ -105,6 +107,16 @@ _RANKED_FROM = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? AND rowid
 #: The row id of the n-th newest passage a match finds (FTS5 walks a word's
 #: passages newest first without scoring them: ~0.1 us each).
 _NTH_NEWEST = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
+#: Words as FTS5's unicode61 splits them (letters and digits).
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+#: The newest passages matching an expression, unranked (FTS5 walks an AND
+#: from its rarest word and stops at the limit).
+_NEWEST_MATCHES = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+#: How many of the newest passages holding every word of a question
+#: :meth:`TextIndex.exact` ranks.
+EXACT_CAP = 256
+#: bm25's constants (FTS5's own), for the scores :meth:`TextIndex.exact` gives.
+_K1, _B = 1.2, 0.75
 #: How many of the best matches a search ranks by text alone before
 #: filtering them, per row it returns, on its second try (the first takes
 #: :func:`first_probe`).
@@ -124,6 +136,13 @@ def _within_postings(terms: Sequence[str], freq: dict[str, int]) -> list[str]:
         chosen.add(t)
         total += freq[t]
     return [t for t in terms if t in chosen]
+
+
+def _near(before: list[str], parts: Sequence[str], i: int) -> str:
+    """The near column of passage ``i`` of a record of ``parts``: the
+    :data:`NEAR_PASSAGES` passages written before it (``before``: the last
+    ones of the previous record), each cut to :data:`NEAR_CHARS`."""
+    return "\n".join(p[:NEAR_CHARS] for p in [*before, *parts[:i]][-NEAR_PASSAGES:])
 
 
 def first_probe(limit: int) -> int:
@@ -182,6 +201,29 @@ class TextIndex:
     @property
     def persistent(self) -> bool:
         return self.path is not None
+
+    def opened(self) -> bool:
+        """Whether this instance holds a connection (it read or wrote the index)."""
+        return self._db is not None
+
+    def peek(self, name: str) -> str | None:
+        """The meta value ``name`` (None: none, or unreadable), read without
+        creating, migrating or locking anything when the index is not open:
+        a read-only connection, closed at once (what ``close()`` of an idle
+        store may need, at a fraction of an open's cost)."""
+        if self._db is not None:
+            return self.meta(name)
+        if self.path is None or not self.path.is_file():
+            return None
+        try:
+            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=health.BUSY_TIMEOUT)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+        return None if row is None else str(row[0])
 
     @contextmanager
     def _locked(self, what: str = "a recall index operation") -> Iterator[None]:
@@ -342,14 +384,16 @@ class TextIndex:
                     )
                     rowid = cur.lastrowid
                     assert rowid is not None
-                    parts = list(doc.parts) or [doc.body]
-                    before = self._before(db, doc, rowid) if parts else []
+                    parts = (list(doc.parts) or [doc.body])[:PARTS]
+                    before = self._before(db, doc.ns, doc.created_us, doc.key, rowid)
                     db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", [
-                        ((rowid << PART_BITS) | i, part, doc.ctx,
-                         "\n".join(p[:NEAR_CHARS] for p in (before + parts[:i])[-NEAR_PASSAGES:]))
-                        for i, part in enumerate(parts[:PARTS])])
+                        ((rowid << PART_BITS) | i, part, doc.ctx, _near(before, parts, i))
+                        for i, part in enumerate(parts)])
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
+                    # the next record's near column holds what was before it: this
+                    # record's old text, or (indexed before this one) its predecessor's
+                    self._refresh_next(db, doc.ns, doc.created_us, doc.key)
                 for name, value in (meta or {}).items():
                     db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?,?)", (name, value))
                 db.execute("COMMIT")
@@ -358,24 +402,45 @@ class TextIndex:
                 raise
 
     @staticmethod
-    def _before(db: sqlite3.Connection, doc: Doc, rowid: int) -> list[str]:
-        """The last passages of the record created just before ``doc`` in its namespace."""
+    def _before(db: sqlite3.Connection, ns: str, created_us: int, key: str, rowid: int) -> list[str]:
+        """The last passages of the record created just before ``(created_us,
+        key)`` in ``ns`` (the record ``rowid`` itself left out)."""
         prev = db.execute("SELECT id FROM docs WHERE ns=? AND (created_us, key) < (?, ?) AND id != ?"
-                          " ORDER BY created_us DESC, key DESC LIMIT 1", (doc.ns, doc.created_us, doc.key, rowid)).fetchone()
+                          " ORDER BY created_us DESC, key DESC LIMIT 1", (ns, created_us, key, rowid)).fetchone()
         if prev is None:
             return []
         got = db.execute("SELECT body FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
                          (prev[0] << PART_BITS, (prev[0] << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
         return [str(b) for (b,) in reversed(got)]
 
-    @staticmethod
-    def _remove(db: sqlite3.Connection, ns: str, key: str) -> None:
-        row = db.execute("SELECT id FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
+    def _refresh_next(self, db: sqlite3.Connection, ns: str, created_us: int, key: str) -> None:
+        """Write again the near column of the record created just after
+        ``(created_us, key)`` in ``ns``: its first passages hold text of the
+        record before it, which has just been removed or replaced (so a
+        forgotten or superseded text stays in no other row)."""
+        nxt = db.execute("SELECT id, created_us, key FROM docs WHERE ns=? AND (created_us, key) > (?, ?)"
+                         " ORDER BY created_us, key LIMIT 1", (ns, created_us, key)).fetchone()
+        if nxt is None:
+            return
+        rowid, nxt_created, nxt_key = nxt
+        first = db.execute("SELECT rowid, body, near FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
+                           (rowid << PART_BITS, (rowid << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
+        before = self._before(db, ns, nxt_created, nxt_key, rowid)
+        parts = [str(body) for _, body, _ in first]
+        for i, (passage, _, near) in enumerate(first):
+            fresh = _near(before, parts, i)
+            if fresh != near:
+                db.execute("UPDATE fts SET near=? WHERE rowid=?", (fresh, passage))
+
+    def _remove(self, db: sqlite3.Connection, ns: str, key: str) -> None:
+        """Delete ``key``'s rows, and its text from the next record's near column."""
+        row = db.execute("SELECT id, created_us FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
         if row is not None:
             db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?",
                        (row[0] << PART_BITS, (row[0] << PART_BITS) | (PARTS - 1)))
             db.execute("DELETE FROM vecs WHERE id=?", (row[0],))
             db.execute("DELETE FROM docs WHERE id=?", (row[0],))
+            self._refresh_next(db, ns, row[1], key)
 
     def purge(self, namespace: str) -> int:
         """Remove every row of ``namespace`` and leave none of its text in the
@@ -589,6 +654,67 @@ class TextIndex:
             # the index is small enough to rank them all cheaply (a store of
             # notes that all say "apples" still answers "apples").
             return [rarest] if freq[rarest] <= 0.5 * top or top <= DF_CAP else []
+
+    def exact(self, words: Sequence[str], namespaces: Sequence[str], *, cold: bool, limit: int,
+              kinds: Sequence[str] | None = None, since_us: int | None = None,
+              prefix: str | None = None) -> list[Row]:
+        """The best ``limit`` rows whose passage (its text or its record's
+        context) holds every one of ``words``.
+
+        The cost is bounded by the rarest word's postings, never the
+        commonest's: FTS5 walks an AND from its rarest word, skipping through
+        the others' lists, newest first, and stops after :data:`EXACT_CAP`
+        passages; nothing is ranked by FTS5 (its bm25 first counts every
+        posting of every word). A word no passage holds costs
+        one cached look-up. A row's score is bm25 over its text and context
+        (each word's idf and count there, the passage's length against the
+        others found), negative like FTS5's.
+        """
+        if not namespaces or not words:
+            return []
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return []
+            db = self._conn()
+            stems = self._stems(db, words)
+            words = list(dict.fromkeys(w for w in words if w in stems))
+            df = self._frequencies(db, {stems[w] for w in words})
+            if not words or any(df.get(stems[w], 0) == 0 for w in words):
+                return []
+            n = max(1, self._count(db))
+            match = "{body ctx} : (" + " AND ".join(f'"{w}"' for w in words) + ")"
+            db.execute("BEGIN")  # one snapshot for every statement
+            try:
+                ids = [r for (r,) in db.execute(_NEWEST_MATCHES, (match, EXACT_CAP))]
+                if not ids:
+                    return []
+                marks, args = _in(ids)
+                texts = db.execute(f"SELECT rowid, body, ctx FROM fts WHERE rowid IN ({marks})", args).fetchall()
+                weight = {rt_stem(w): math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words}
+                counts: dict[int, tuple[int, dict[str, int]]] = {}
+                for rowid, body, ctx in texts:
+                    tokens = _TOKEN.findall(f"{body}\n{ctx}".lower())
+                    tf: dict[str, int] = {}
+                    for t in tokens:
+                        st = rt_stem(t)
+                        if st in weight:
+                            tf[st] = tf.get(st, 0) + 1
+                    counts[rowid] = (len(tokens), tf)
+                avg = max(1.0, sum(c[0] for c in counts.values()) / max(1, len(counts)))
+
+                def bm25(rowid: int) -> float:
+                    length, tf = counts.get(rowid, (avg, {}))
+                    norm = _K1 * (1 - _B + _B * length / avg)
+                    return -sum(w * (f := max(1, tf.get(st, 0))) * (1 + _K1) / (f + norm) for st, w in weight.items())
+
+                scored = sorted(((rowid, bm25(rowid)) for rowid in ids), key=lambda x: (x[1], -x[0]))
+                wanted = set(namespaces)
+                rows = self._passing(db, scored[:2 * limit], wanted, cold, kinds, since_us, prefix)
+                if len(rows) < limit and len(scored) > 2 * limit:  # the filter keeps few: look at all
+                    rows = self._passing(db, scored, wanted, cold, kinds, since_us, prefix)
+            finally:
+                db.execute("ROLLBACK")
+            return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
 
     def window(self, terms: Sequence[str]) -> int | None:
         """How many of the newest passages a search for ``terms`` (as

@@ -1,0 +1,80 @@
+"""A record holding every word of the question is found, however common its
+words: what bounds a search's cost (words left out past a share of the
+documents, the posting budget, a window of the newest passages) never drops
+it in favour of records holding fewer of them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.recall import textindex
+
+NS = "t.notes"
+COMMON = ["amber", "birch", "cobalt", "dune"]
+FILLER = [f"w{i:04d}x" for i in range(400)]
+
+
+def _store(root: Path, n: int, seed: int, targets: dict[int, list[str]]) -> MemoryManager:
+    """``n`` notes, each holding two or three of the COMMON words (never all
+    of a target's set) among filler words; the notes at ``targets`` hold
+    their set of COMMON words and nothing else that is common."""
+    rng = random.Random(seed)
+    mm = MemoryManager(root, durability="flush")
+    mm.declare(NamespaceSpec(NS, index=("text",)))
+    sets = [frozenset(t) for t in targets.values()]
+    for i in range(n):
+        if i in targets:
+            words = list(targets[i]) + rng.sample(FILLER, 4)
+        else:
+            while True:
+                common = rng.sample(COMMON, rng.choice((1, 2, 2, 3)))
+                if not any(s <= set(common) for s in sets):
+                    break
+            words = common * rng.choice((1, 2)) + rng.sample(FILLER, 3)  # some hold a word twice: bm25 likes them
+        rng.shuffle(words)
+        mm.write(NS, f"n{i:05d}", {"text": " ".join(words)})
+    return mm
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_record_holding_every_word_is_in_the_top_k(tmp_path: Path, seed: int) -> None:
+    n = 3000
+    targets = {7: ["amber", "birch", "cobalt"], n // 2: ["birch", "cobalt", "dune"], n - 3: ["amber", "cobalt", "dune"]}
+    with _store(tmp_path / "root", n, seed, targets) as mm:
+        for at, words in targets.items():
+            question = " ".join(words)
+            hits = mm.recall(question, namespaces=NS, k=5, explain=True)
+            assert hits and hits[0].key == f"n{at:05d}", (question, [h.key for h in hits])
+            # each word is too common to be ranked on its own here: the budget left words out
+            assert len(mm.recall(words[0], namespaces=NS, k=50)) == 50
+
+
+def test_every_word_found_past_the_posting_budget_and_in_any_order(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a budget smaller than any word's postings (a window of the
+    newest passages for the word left), the oldest record holding all the
+    words still comes first; so does it for the words in another order and
+    with stopwords around them."""
+    monkeypatch.setattr(textindex, "POSTINGS", 50)
+    n = 1200
+    with _store(tmp_path / "root", n, 9, {0: ["amber", "birch", "dune"]}) as mm:
+        for question in ("amber birch dune", "dune amber birch", "the dune and the amber of birch"):
+            hits = mm.recall(question, namespaces=NS, k=3)
+            assert hits and hits[0].key == "n00000", (question, [h.key for h in hits])
+
+
+def test_coverage_of_the_rarer_words_ranks_above_the_commoner(tmp_path: Path) -> None:
+    """No record holds every word: those holding the rarer ones come before
+    those holding only the commonest."""
+    with MemoryManager(tmp_path / "root") as mm:
+        mm.declare(NamespaceSpec(NS, index=("text",)))
+        for i in range(400):
+            mm.write(NS, f"c{i:04d}", {"text": f"amber {FILLER[i % 50]} note"})
+        mm.write(NS, "rare", {"text": "zircon quartz note"})
+        hits = mm.recall("amber zircon quartz", namespaces=NS, k=3)
+        assert hits[0].key == "rare"
