@@ -72,7 +72,7 @@ def at_close(p: Any) -> None:
     if disk is None or p.core.closed or not disk.exists():
         return
     try:
-        epochs = getattr(p.core.backend, "purges", None)
+        epochs = p.core.backend.purges
         if epochs is not None and not disk.opened():
             # Not opened by this process: nothing of it is pending here, and
             # unless a purge is recorded that the file has not caught up
