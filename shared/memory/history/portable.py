@@ -46,7 +46,7 @@ from hrm_memory.core.errors import BadInput, InvalidArgument, UnsupportedFormat
 from hrm_memory.core.ops import ExportOp, ImportOp
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, conflict
 from hrm_memory.core.state import CONSENT_NAMESPACE, Attrs, Core, Handlers
-from hrm_memory.history.keeper import SINCE_KEY, History, history_namespace
+from hrm_memory.history.keeper import History
 from hrm_memory.tracing.spans import OpSpan
 
 FORMAT = "hrm-memory-export"
@@ -147,18 +147,17 @@ class Portable:
             ns = spec.name
             keeps = spec.history is not None
             for st in self.backend.scan(ns, include_cold=True, strict=False):
-                cut, kept = self.history.load(ns, st.key) if keeps else (0, [])
-                kept = [e for e in kept if int(e[0]) < st.version]
+                cut, kept = self.history.exported(spec, st.key, st) if keeps else (0, [])
                 current = [st.version, st.created_us, st.updated_us, 0, orjson.Fragment(st.value)]
                 yield self._line(ns, st.key, st.tier, cut, [*kept, current]), len(kept) + 1
             if not keeps:
                 continue
-            for hst in self.backend.scan(history_namespace(ns), strict=False):
-                if hst.key == SINCE_KEY or self.backend.get(ns, hst.key) is not None:
+            for key in sorted(self.history.keys(spec)):
+                if self.backend.get(ns, key) is not None:
                     continue  # a live key: written above with its history
-                data = orjson.loads(hst.value)
-                if data["v"]:
-                    yield self._line(ns, hst.key, None, int(data["cut"]), data["v"]), len(data["v"])
+                cut, kept = self.history.exported(spec, key, None)
+                if kept:
+                    yield self._line(ns, key, None, cut, kept), len(kept)
 
     @staticmethod
     def _line(ns: str, key: str, tier: str | None, cut: int, versions: list[Any]) -> bytes:
@@ -288,6 +287,9 @@ class Portable:
         changed = False
         with self.backend.lock(ns):
             live = self.backend.get(ns, key)
+            keeps = spec.history is not None and bool(kept or cut)
+            # What the store keeps of the key, read from its chain before the write below moves its top.
+            have_cut, have = self.history.load(spec, key) if keeps else (0, [])
             if tier is not None:
                 v, created, updated, _, value = versions[-1]
                 if live is None or live.version < v:
@@ -298,8 +300,7 @@ class Portable:
                         self.backend.archive(ns, [stored])
                     live = stored
                     changed = True
-            if spec.history is not None and (kept or cut):
-                have_cut, have = self.history.load(ns, key)
+            if keeps:
                 merged = {int(e[0]): e for e in have}
                 for e in kept:
                     merged.setdefault(int(e[0]), e)
@@ -307,7 +308,7 @@ class Portable:
                 entries = [merged[v] for v in sorted(merged) if top is None or v < top]
                 new_cut = max(cut, have_cut)
                 if entries != have or new_cut != have_cut:
-                    self.history.store(ns, key, new_cut, entries, _now_us())
+                    self.history.store(spec, key, new_cut, entries, live is None, _now_us())
                     changed = True
         if not changed:
             counts["existing"] += 1
