@@ -311,3 +311,47 @@ def test_a_kill_during_an_overwrite_loses_no_acknowledged_version(tmp_path: Path
                     done.append(pending)
                 assert got == want, key
             assert mm.check() == []
+
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "history_one_record_per_key"
+
+
+def test_a_store_made_before_slots_opens_with_the_same_history(tmp_path: Path) -> None:
+    """``tests/fixtures/history_one_record_per_key``: the warm logs and
+    declarations of a store written by the code before slots (``old.facts``,
+    ``Keep(versions=4)``: "k" written 7 times, "gone" twice then deleted,
+    "back" written, deleted and written twice, "once" written once)."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(FIXTURE, root)
+    for path in [root, *root.rglob("*")]:  # the modes the store gave them (git keeps none)
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    ns = "old.facts"
+    expected = {
+        "k": [(7, {"n": 6}, False), (6, {"n": 5}, False), (5, {"n": 4}, False), (4, {"n": 3}, False),
+              (3, {"n": 2}, False)],
+        "gone": [(3, None, True), (2, "b", False), (1, "a", False)],
+        "back": [(4, 3, False), (3, 2, False), (2, None, True), (1, 1, False)],
+        "once": [(1, "only", False)],
+    }  # fmt: skip
+    with MemoryManager(root, durability="flush") as mm:
+        for key, want in expected.items():
+            hist = mm.history(ns, key)
+            assert [(v.version, v.value, v.deleted) for v in hist] == want, key
+            assert [mm.read(ns, key, as_of=v.updated_at) for v in hist] == [v for _, v, _ in want], key
+        mm.write(ns, "k", {"n": 7})
+        mm.write(ns, "gone", "c")
+        mm.delete(ns, "back")
+        assert [v.version for v in mm.history(ns, "k")] == [8, 7, 6, 5, 4]
+        assert [v.version for v in mm.history(ns, "gone")] == [4, 3, 2, 1]
+        assert [(v.version, v.deleted) for v in mm.history(ns, "back")] == [(5, True), (4, False), (3, False),
+                                                                            (2, True), (1, False)]  # fmt: skip
+        views = {key: [(v.version, v.value, v.deleted) for v in mm.history(ns, key)] for key in expected}
+        mm.compact()
+        assert {key: [(v.version, v.value, v.deleted) for v in mm.history(ns, key)] for key in expected} == views
+        assert mm.check() == []
+        mm.export(tmp_path / "x.jsonl")
+    with MemoryManager(tmp_path / "other", durability="flush") as mm:
+        mm.import_(tmp_path / "x.jsonl")
+        assert {key: [(v.version, v.value, v.deleted) for v in mm.history(ns, key)] for key in expected} == views
