@@ -355,3 +355,22 @@ def test_a_store_made_before_slots_opens_with_the_same_history(tmp_path: Path) -
     with MemoryManager(tmp_path / "other", durability="flush") as mm:
         mm.import_(tmp_path / "x.jsonl")
         assert {key: [(v.version, v.value, v.deleted) for v in mm.history(ns, key)] for key in expected} == views
+
+
+def test_a_session_copy_moved_on_a_grant_continues_the_chain(tmp_path: Path) -> None:
+    """A gated namespace's session copies take versions the store never saw;
+    the one moved to the store on a grant links to the version before them."""
+    with MemoryManager(tmp_path / "root", durability="flush") as mm:
+        ns = "learning.patterns"  # consent "preferences", 20 versions kept
+        mm.consent.grant("preferences")
+        mm.write(ns, "p", {"v": 1})
+        mm.write(ns, "p", {"v": 2})
+        mm.consent.revoke("preferences")
+        mm.write(ns, "p", {"v": 3})  # session copies, versions 3 and 4
+        mm.write(ns, "p", {"v": 4})
+        mm.consent.grant("preferences")  # version 4 moves to the store
+        mm.write(ns, "p", {"v": 5})
+        assert [(v.version, v.value) for v in mm.history(ns, "p")] == [(5, {"v": 5}), (4, {"v": 4}), (2, {"v": 2}),
+                                                                       (1, {"v": 1})]  # fmt: skip
+        mm.compact()
+        assert [v.version for v in mm.history(ns, "p")] == [5, 4, 2, 1]
