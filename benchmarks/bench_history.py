@@ -16,13 +16,14 @@ Three measurements, each bounded:
   ``bench_seed`` does. Reported: ops/s of the write over ops/s of
   ``diskcache`` ``set`` (traced), what tracing adds to the write (traced
   minus untraced) and to the bare span, and their ratio.
-- ``--instructions``: callgrind instructions per overwrite, read and
-  ``history()`` of a key in a namespace keeping 20 versions (``(with N ops -
-  with 0) / N``, ``PYTHONHASHSEED=0``).
+- ``--instructions``: callgrind instructions per first write, overwrite,
+  read, ``history()`` and query (50 records) in a namespace keeping 20
+  versions, untraced (``(with N ops - with none) / N``, every run with the
+  same set-up, ``PYTHONHASHSEED=0``).
 
     python -m benchmarks.bench_history --bytes [--keys 100]
     python -m benchmarks.bench_history --seed [--n 20000] [--reps 3]
-    python -m benchmarks.bench_history --instructions [--n 500]
+    python -m benchmarks.bench_history --instructions [--n 500] [--ops first,overwrite,read,history,query]
 
 The module imports only ``hrm_memory`` and ``benchmarks.bench_seed``'s
 harness, so a copy of it runs against another checkout for a before/after.
@@ -178,14 +179,26 @@ def seed(n: int, reps: int) -> str:
 # -- instructions -----------------------------------------------------------------------------
 
 
+#: Operations counted per call of ``instr_worker`` (a query returns 50 records).
+PER_CALL = {"first": 1, "overwrite": 1, "read": 1, "history": 1, "query": 10}
+
+
 def instr_worker(op: str, n: int) -> None:
+    """The same set-up for every op (so one run with no op is the base of
+    all): a namespace keeping 20 versions, one key written 30 times, 50 keys
+    written once; then ``n`` of ``op`` (``query``: ``n / 10`` queries)."""
     from hrm_memory import Keep, MemoryManager, NamespaceSpec
 
     spec = NamespaceSpec(NS, history=Keep(versions=20))
     with tempfile.TemporaryDirectory() as tmp, MemoryManager(tmp, durability="flush", namespaces=[spec]) as mm:
-        for i in range(30):  # 20 versions kept behind the current one
+        for i in range(30):
             mm.write(NS, "k", {"a": i, "pad": "x" * 200})
-        if op == "overwrite":
+        for i in range(50):
+            mm.write(NS, f"q{i:02d}", {"a": i, "pad": "x" * 200})
+        if op == "first":  # a first write of a key, in a namespace keeping history
+            for i in range(n):
+                mm.write(NS, f"new{i:06d}", {"a": i, "pad": "x" * 200})
+        elif op == "overwrite":
             for i in range(n):
                 mm.write(NS, "k", {"a": i, "pad": "x" * 200})
         elif op == "read":
@@ -194,6 +207,9 @@ def instr_worker(op: str, n: int) -> None:
         elif op == "history":
             for _ in range(n):
                 mm.history(NS, "k")
+        elif op == "query":
+            for _ in range(n // PER_CALL["query"]):
+                mm.query(NS, "q*")
 
 
 def _callgrind(op: str, n: int) -> int:
@@ -207,11 +223,18 @@ def _callgrind(op: str, n: int) -> int:
     return int(found.group(1))
 
 
-def instructions(n: int) -> str:
-    lines = ["| op (20 versions kept) | instructions/op |", "|---|---|"]
-    for op in ("overwrite", "read", "history"):
-        per = (_callgrind(op, n) - _callgrind(op, 0)) / n
-        lines.append(f"| {op} | {per:,.0f} |")
+def instructions(n: int, ops: list[str]) -> str:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        base = pool.submit(_callgrind, "none", 0)
+        runs = {op: pool.submit(_callgrind, op, n) for op in ops}
+        zero = base.result()
+        lines = ["| op (namespace keeping 20 versions, untraced) | instructions/op |", "|---|---|"]
+        for op in ops:
+            per = (runs[op].result() - zero) / n * PER_CALL[op]
+            label = "query (50 records)" if op == "query" else op
+            lines.append(f"| {label} | {per:,.0f} |")
     return "\n".join(lines)
 
 
@@ -223,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=100)
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ops", default="first,overwrite,read,history,query", help="--instructions: which ops")
     args = ap.parse_args(argv)
     if args.bytes:
         print("| versions behind the one superseded | bytes appended | records appended | µs per overwrite |")
@@ -232,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed:
         print(seed(args.n, args.reps))
     if args.instructions:
-        print(instructions(args.n if args.n != 20_000 else 500))
+        print(instructions(args.n if args.n != 20_000 else 500, args.ops.split(",")))
     return 0
 
 
