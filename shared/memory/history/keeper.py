@@ -212,13 +212,17 @@ class History:
     # -- the stored form ------------------------------------------------------------
 
     def kept(self, spec: NamespaceSpec, key: str, start: int | None, below: int | None, *,
-             now_us: int | None = None) -> Kept:
+             now_us: int | None = None, until_us: int | None = None) -> Kept:
         """A key's kept versions older than ``below`` (None: all), walking the
         chain from the slot of version ``start`` (None: from the head, the
         key being deleted) and merging the base. With ``now_us``, the walk
         stops once what is older can only be what the policy drops at
         ``now_us`` (reads); without, it goes to the end of the chain
-        (compaction, export, import)."""
+        (compaction, export, import). With ``until_us`` (an ``as_of`` read),
+        it stops at the first version written at or before that time: what
+        the policy keeps of the versions read is what it keeps of them in
+        the whole chain (it drops from the oldest end, by count or by the
+        time each was superseded)."""
         assert spec.history is not None
         hidden = PREFIX + spec.name
         get = self.backend.get
@@ -263,6 +267,8 @@ class History:
             walked += len(got)
             if horizon is not None and int(got[0][2]) < horizon:
                 break  # every older version ended before the horizon: the policy drops it
+            if until_us is not None and int(got[0][2]) <= until_us:
+                break  # the version current at until_us is read
             cursor = int(got[0][0])
         entries = [found[v] for v in sorted(found) if below is None or v < below]
         return Kept(cut, entries, records)
@@ -478,8 +484,11 @@ class History:
 
     # -- reading ---------------------------------------------------------------------
 
-    def timeline(self, spec: NamespaceSpec, key: str, now_us: int | None = None) -> tuple[int, list[Entry]]:
-        """``(cut, versions oldest first)``: the kept ones within the policy, then the current one."""
+    def timeline(self, spec: NamespaceSpec, key: str, now_us: int | None = None,
+                 until_us: int | None = None) -> tuple[int, list[Entry]]:
+        """``(cut, versions oldest first)``: the kept ones within the policy, then
+        the current one; with ``until_us``, the kept ones from the newest down
+        to the first written at or before that time (see :meth:`kept`)."""
         live = self.core.lookup(spec, key)
         persisted: Stored | None = None
         if live is not None and live.tier == "hot" and spec.tier != "hot":
@@ -491,7 +500,7 @@ class History:
             now = time.time_ns() // 1000 if now_us is None else now_us
             stored = persisted if persisted is not None else (live if live is not None and live.tier != "hot" else None)
             found = self.kept(spec, key, None if stored is None else stored.version,
-                              None if top is None else top.version, now_us=now)
+                              None if top is None else top.version, now_us=now, until_us=until_us)
             end = (top.updated_us if top is not None else None)
             cut, raw = trim(spec.history, found.cut, found.entries, end, now)
         out = [Entry(int(v), int(c), int(u), bool(d), val, "history") for v, c, u, d, val in raw]
@@ -503,7 +512,7 @@ class History:
     def at(self, spec: NamespaceSpec, key: str, when_us: int) -> Entry | None:
         """The version current at ``when_us`` (None: the key was absent then),
         or :class:`HistoryNotKept`."""
-        cut, line = self.timeline(spec, key)
+        cut, line = self.timeline(spec, key, until_us=when_us)
         for entry in reversed(line):
             if entry.updated_us <= when_us:
                 return None if entry.deleted else entry
