@@ -333,6 +333,9 @@ class Importer:
         changed = False
         with self.backend.lock(spec.name):
             live = self.backend.get(spec.name, key)
+            keeps = spec.history is not None and bool(kept or line.cut)
+            # What the store keeps of the key, read from its chain before the write below moves its top.
+            have_cut, have = self.history.load(spec, key) if keeps else (0, [])
             if line.data is not None:
                 current = line.versions[-1]
                 if live is None or live.version < current.version:
@@ -342,8 +345,7 @@ class Importer:
                         self.backend.archive(spec.name, [stored])
                     live = stored
                     changed = True
-            if spec.history is not None and (kept or line.cut):
-                have_cut, have = self.history.load(spec.name, key)
+            if keeps:
                 merged = {int(e[0]): e for e in have}
                 for v in kept:
                     merged.setdefault(v.version, [v.version, v.created_us, v.updated_us, int(v.deleted), v.value])
@@ -351,7 +353,7 @@ class Importer:
                 entries = [merged[v] for v in sorted(merged) if top is None or v < top]
                 new_cut = max(line.cut, have_cut)
                 if entries != have or new_cut != have_cut:
-                    self.history.store(spec.name, key, new_cut, entries, _now_us())
+                    self.history.store(spec, key, new_cut, entries, live is None, _now_us())
                     changed = True
         if not changed:
             counts["existing"] += 1

@@ -41,7 +41,7 @@ from hrm_memory.core.errors import InvalidArgument
 from hrm_memory.core.ops import ExportOp
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec
 from hrm_memory.core.state import CONSENT_NAMESPACE, Attrs, Core, Handlers
-from hrm_memory.history.keeper import SINCE_KEY, History, history_namespace
+from hrm_memory.history.keeper import History
 from hrm_memory.tracing.spans import OpSpan
 
 FORMAT = "hrm-memory-export"
@@ -139,18 +139,17 @@ class Portable:
             ns = spec.name
             keeps = spec.history is not None
             for st in self.backend.scan(ns, include_cold=True, strict=False):
-                cut, kept = self.history.load(ns, st.key) if keeps else (0, [])
-                kept = [e for e in kept if int(e[0]) < st.version]
+                cut, kept = self.history.exported(spec, st.key, st) if keeps else (0, [])
                 current = [st.version, st.created_us, st.updated_us, 0, orjson.Fragment(st.value)]
                 yield self._line(ns, st.key, st.tier, cut, [*kept, current]), len(kept) + 1
             if not keeps:
                 continue
-            for hst in self.backend.scan(history_namespace(ns), strict=False):
-                if hst.key == SINCE_KEY or self.backend.get(ns, hst.key) is not None:
+            for key in sorted(self.history.keys(spec)):
+                if self.backend.get(ns, key) is not None:
                     continue  # a live key: written above with its history
-                data = orjson.loads(hst.value)
-                if data["v"]:
-                    yield self._line(ns, hst.key, None, int(data["cut"]), data["v"]), len(data["v"])
+                cut, kept = self.history.exported(spec, key, None)
+                if kept:
+                    yield self._line(ns, key, None, cut, kept), len(kept)
 
     @staticmethod
     def _line(ns: str, key: str, tier: str | None, cut: int, versions: list[Any]) -> bytes:
