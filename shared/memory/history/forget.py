@@ -6,8 +6,7 @@ must go: the component holds the namespace lock (across processes) and
 removes the key from this process's hot tier, from the backend (records,
 archive, quarantine, change log: ``Backend.erase``, part of the backend
 contract), from the kept history (every slot, the head and the base of the
-key in ``_h.<namespace>``: deleted, then ``Backend.erase`` on the last of
-them and on the base) and from the recall index (on disk, WAL included, and
+key in ``_h.<namespace>``, each through ``Backend.erase``) and from the recall index (on disk, WAL included, and
 in memory). No change-log entry is written for it (one would name the key);
 subscribers in this process get no event either.
 """
@@ -57,14 +56,10 @@ class Forget:
                 for place, n in backend.erase(spec.name, key).items():
                     add(place, n)
                 hidden = history_namespace(spec.name)
-                # Every slot and head of the key but the last is deleted (its tombstone
-                # names a digest, not the key); erasing the last and the base then
-                # rewrites what held their values, as for the record itself.
-                held = self.history.records(spec.name, key)
-                for name in held[:-1]:
-                    backend.delete(hidden, name, now_us())
-                    add("history", 1)
-                for name in [*held[-1:], key]:
+                # Every slot and head of the key (named by a digest, not the
+                # key), then its base: each erased as the record itself is,
+                # since a backend rewrites only what holds the name it erases.
+                for name in [*self.history.records(spec.name, key), key]:
                     for place, n in backend.erase(hidden, name).items():
                         add("history" if place == "warm" else place, n)
             add("index", self.index.erase(spec.name, key))
