@@ -35,6 +35,8 @@ class Forget:
         self.history = history
         self.index = index
         self.erase = erase
+        # Span files under the root lose the spans that name purged keys.
+        core.on_purge(core.tracing.purged)
 
     def handlers(self) -> Handlers:
         return {ForgetOp: ("forget", self._forget, True)}
@@ -61,6 +63,12 @@ class Forget:
                 for place, n in self.erase(history_namespace(spec.name), key).items():
                     add("history" if place == "warm" else place, n)
             add("index", self.index.erase(spec.name, key))
+        # Span files under the root: not one span names the key afterwards
+        # (this process's pending spans are exported first; the forget span
+        # itself never names it).
+        spans = self.core.tracing.forgotten(spec.name, key)
+        if spans:
+            add("spans", spans)
         attrs = None if span is None else {"hrm.memory.erased": sum(counts.values())}
         return counts, attrs
 
