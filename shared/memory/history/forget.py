@@ -36,7 +36,10 @@ class Forget:
         self.index = index
         self.erase = erase
         # Span files under the root lose the spans that name purged keys.
-        core.on_purge(core.tracing.purged)
+        core.on_purge(self._purged)
+
+    def _purged(self, namespace: str) -> None:
+        self.core.tracing.purged(namespace)
 
     def handlers(self) -> Handlers:
         return {ForgetOp: ("forget", self._forget, True)}

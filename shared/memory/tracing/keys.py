@@ -46,10 +46,10 @@ RECORD_IDS = {
     "read": ID_ALWAYS, "get": ID_ALWAYS, "write": ID_ALWAYS, "update": ID_ALWAYS, "delete": ID_ALWAYS,
     "history": ID_ALWAYS, "read_as_of": ID_ALWAYS, "remember": ID_ALWAYS, "notify": ID_ALWAYS,
     "query": ID_UNLESS_GLOB, "query_as_of": ID_UNLESS_GLOB, "events_since": ID_UNLESS_GLOB,
-    "subscribe": ID_UNLESS_GLOB,
 }  # fmt: skip
-#: Operations whose span never names their key: ``forget`` erases it.
-KEYLESS = frozenset({"forget"})
+#: Operations whose span never names a key: ``forget`` erases it;
+#: ``subscribe``'s second field is its callback, not a key.
+KEYLESS = frozenset({"forget", "subscribe"})
 for _op in KEYLESS:
     RECORD_IDS[_op] = ID_DROP
 GLOB = frozenset("*?[")
