@@ -219,7 +219,7 @@ def file_tracing(root: Path) -> tuple[TracerProvider, Path]:
 def test_forget_and_purge_leave_no_byte_of_the_key_in_span_files(tmp_path: Path) -> None:
     root = tmp_path / "s"
     provider, path = file_tracing(root)
-    gated_key, kept_key, forgotten, purged = canary(), canary(), canary(), canary()
+    gated_key, kept_key, forgotten, purged, undeclared = canary(), canary(), canary(), canary(), canary()
     with MemoryManager(root, durability="flush", tracer_provider=provider) as mm:
         mm.write(GATED, gated_key, {"x": 1})  # not persisted: its key never reaches the file
         mm.write("shared.people", kept_key, {"x": 1})
@@ -240,10 +240,15 @@ def test_forget_and_purge_leave_no_byte_of_the_key_in_span_files(tmp_path: Path)
         provider.force_flush()
         assert purged.encode() in path.read_bytes()
         mm.consent.revoke("preferences", purge=True)
+        mm.declare(NamespaceSpec("shared.scratch"))
+        mm.write("shared.scratch", undeclared, 1)
+        provider.force_flush()
+        assert undeclared.encode() in path.read_bytes()
+        mm.undeclare("shared.scratch", purge=True)
         mm.write("shared.people", "later", 1)
     provider.shutdown()
     data = path.read_bytes()
-    for key in (gated_key, forgotten, purged):
+    for key in (gated_key, forgotten, purged, undeclared):
         assert key.encode() not in data
     assert kept_key.encode() in data and b'"later"' in data
     assert all(key.encode() not in p.read_bytes() for p in root.rglob("*") if p.is_file()
@@ -368,6 +373,18 @@ def test_a_cli_command_is_one_trace_with_the_convention(tmp_path: Path) -> None:
         assert attrs["gen_ai.operation.name"] in OPS and s["name"] == attrs["gen_ai.operation.name"]
         assert attrs["gen_ai.memory.store.id"] == "shared.people" and attrs["gen_ai.memory.record.id"] == "ann"
     assert len({s["trace_id"] for s in spans}) == 2  # two commands, two traces
+
+
+def test_the_environment_opts_the_cli_in_to_query_text(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    question = "where are the spare keys " + canary()
+    on = {"HRM_MEMORY_TRACE_CONTENT": "1"}
+    for env in ({}, on):
+        assert run("--root", root, "--trace", "jsonl", "recall", question, "--ns", "shared.memories", env=env).returncode == 1
+    assert run("--root", root, "--trace", "jsonl", "recall", question, "--ns", GATED, env=on).returncode == 1
+    spans = [orjson.loads(line) for line in (tmp_path / "s" / "traces" / "spans.jsonl").read_bytes().splitlines()]
+    recalls = [s["attributes"] for s in spans if s["attributes"].get("db.operation.name") == "recall"]
+    assert [a.get("gen_ai.memory.query.text") for a in recalls] == [None, question, None]
 
 
 def test_trace_tail_without_spans_says_how_to_make_some(tmp_path: Path) -> None:
