@@ -168,6 +168,7 @@ _current_span = trace.get_current_span
 _time_ns = time.time_ns
 _OK = Status(StatusCode.UNSET)
 
+
 def _resolve(attrs: dict[str, Any]) -> dict[str, Any]:
     saved = attrs.get("hrm.memory.tokens_saved")
     if type(saved) is TokensSaved:
