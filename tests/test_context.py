@@ -150,7 +150,7 @@ def test_one_span_per_render_with_figures_and_never_the_text(tmp_path: Path) -> 
         mm.write("altitude.patterns", "p", {"text": "secret-canary-7731 pattern"})
         exporter.clear()
         ctx = mm.context("altitude", budget=500, now=NOW)
-    (span,) = [s for s in exporter.get_finished_spans() if s.name.endswith("context")]
+    (span,) = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("db.operation.name") == "context"]
     attrs = dict(span.attributes or {})
     assert attrs["hrm.memory.tokens"] == ctx.tokens and attrs["hrm.memory.budget"] == 500
     assert attrs["hrm.memory.omitted"] == ctx.omitted

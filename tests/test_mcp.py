@@ -25,6 +25,7 @@ from hrm_memory import MemoryManager  # noqa: E402
 from hrm_memory.integrations.mcp_tools import TOOLS  # noqa: E402
 from hrm_memory.core.tokens import count  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
+from tests.helpers.span_names import op_name  # noqa: E402
 from tests.helpers.mcp_servers import (  # noqa: E402
     call,
     call_error,
@@ -196,7 +197,7 @@ def test_tools_memories_context_forget_and_spans(transport: str, tmp_path: Path)
     assert names.count("mcp.tool remember") == len(FACTS) + 3  # and the merge, the trivial one, the gated one
     by_id = {sp["span_id"]: sp for sp in recorded}
     children = [sp for sp in recorded if sp["parent_span_id"] in {t["span_id"] for t in tool_spans}]
-    ops = {sp["name"] for sp in children}
+    ops = {op_name(sp) for sp in children}
     assert ops >= {f"memory.{op}" for op in ("remember", "recall", "context", "write", "get", "delete")}, ops
     for sp in children:
         parent = by_id[sp["parent_span_id"]]

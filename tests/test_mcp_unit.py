@@ -62,7 +62,7 @@ def test_an_untyped_failure_is_an_internal_tool_error_without_detail(
     assert tool_spans[0].attributes is not None and tool_spans[0].attributes["error.type"] == "RuntimeError"
     write_span = tool_spans[1]
     children = [s for s in finished if s.parent is not None and s.parent.span_id == write_span.context.span_id]
-    assert {s.name for s in children} == {"memory.write", "memory.get"}
+    assert {s.attributes["db.operation.name"] for s in children if s.attributes} == {"write", "get"}
     for span in finished:
         assert secret not in repr(dict(span.attributes or {})) and secret not in span.name
     provider.shutdown()

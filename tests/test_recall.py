@@ -367,7 +367,7 @@ def test_one_recall_span_without_the_query_or_values(traced: Any) -> None:
     hits = mm.recall(f"{secret} harbour", k=5)
     provider.force_flush()
     found = list(exporter.get_finished_spans())
-    assert [s.name for s in found] == ["memory.recall", "memory.recall"]
+    assert [s.attributes["db.operation.name"] for s in found] == ["recall", "recall"]
     attrs = dict(found[1].attributes)
     assert attrs["db.operation.name"] == "recall"
     assert attrs["db.response.returned_rows"] == len(hits) == 2
@@ -385,7 +385,7 @@ def test_one_recall_span_without_the_query_or_values(traced: Any) -> None:
         mm.recall(secret, k=0)
     provider.force_flush()
     (failed,) = exporter.get_finished_spans()
-    assert failed.name == "memory.recall" and failed.attributes["error.type"] == "InvalidArgument"
+    assert failed.attributes["db.operation.name"] == "recall" and failed.attributes["error.type"] == "InvalidArgument"
     assert secret not in orjson.dumps(dict(failed.attributes), default=str).decode()
     assert secret not in (failed.status.description or "")
 

@@ -19,6 +19,7 @@ from opentelemetry.trace import StatusCode
 from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
 from hrm_memory.tracing.spans import INVALID_TRACE_ID
 from tests.helpers.global_tracing import global_provider
+from tests.helpers.span_names import op_name
 
 CANARY = "CANARY-7f3a9c-do-not-trace"
 
@@ -74,7 +75,7 @@ def test_one_span_per_public_operation(traced: Any) -> None:
     for name, call in calls:
         exporter.clear()
         call()
-        got = [s.name for s in spans(provider, exporter)]
+        got = [op_name(s) for s in spans(provider, exporter)]
         assert got == [name], f"{name}: {got}"
 
 
@@ -90,7 +91,7 @@ def test_attributes_and_no_values_anywhere(traced: Any) -> None:
     found = spans(provider, exporter)
     by_name: dict[str, list[Any]] = {}
     for s in found:
-        by_name.setdefault(s.name, []).append(s)
+        by_name.setdefault(op_name(s), []).append(s)
     write = by_name["memory.write"][0]
     assert format(write.context.trace_id, "032x") == trace_id
     attrs = dict(write.attributes)
@@ -113,7 +114,7 @@ def test_attributes_and_no_values_anywhere(traced: Any) -> None:
                 "attrs": dict(s.attributes),
                 "events": [dict(e.attributes or {}) for e in s.events],
                 "status": s.status.description,
-                "name": s.name,
+                "name": op_name(s),
             }
             for s in found
         ],
@@ -131,7 +132,7 @@ def test_spans_are_children_of_the_callers_span(traced: Any) -> None:
         mm.query("t.*")
     ctx = parent.get_span_context()
     assert trace_id == format(ctx.trace_id, "032x")
-    ours = [s for s in spans(provider, exporter) if s.name.startswith("memory.")]
+    ours = [s for s in spans(provider, exporter) if op_name(s).startswith("memory.")]
     assert len(ours) == 3
     for s in ours:
         assert s.parent is not None and s.parent.span_id == ctx.span_id
@@ -161,7 +162,7 @@ def test_failed_operation_has_one_error_span(traced: Any) -> None:
     with pytest.raises(ValueError):
         mm.read("no.such", "k")
     found = spans(provider, exporter)
-    assert [s.name for s in found] == ["memory.write", "memory.read"]
+    assert [op_name(s) for s in found] == ["memory.write", "memory.read"]
     assert all(s.status.status_code is StatusCode.ERROR for s in found)
     assert found[0].attributes["error.type"] == "InvalidValue"
     assert found[1].attributes["error.type"] == "UndeclaredNamespace"
@@ -175,7 +176,7 @@ def test_failing_callback_is_traced(traced: Any) -> None:
 
     with mm.subscribe("t.*", bad, remote=False):
         mm.write("t.warm", "k", 1)
-    notify = [s for s in spans(provider, exporter) if s.name == "memory.notify"]
+    notify = [s for s in spans(provider, exporter) if op_name(s) == "memory.notify"]
     assert len(notify) == 1 and notify[0].status.status_code is StatusCode.ERROR
     assert notify[0].attributes["error.type"] == "RuntimeError"
 
@@ -200,7 +201,7 @@ def test_close_flushes_deferred_spans(root: Path) -> None:
     mm = MemoryManager(root, tracer_provider=provider)
     mm.write("altitude.patterns", "k", 1)
     mm.close()
-    assert [s.name for s in exporter.get_finished_spans()] == ["memory.write"]
+    assert [op_name(s) for s in exporter.get_finished_spans()] == ["memory.write"]
     provider.shutdown()
 
 
@@ -212,12 +213,12 @@ def test_jsonl_file_and_trace_viewer(root: Path, capsys: pytest.CaptureFixture[s
     spans_file = root / "traces" / "spans.jsonl"
     assert (spans_file.stat().st_mode & 0o777) == 0o600
     lines = [orjson.loads(line) for line in spans_file.read_bytes().splitlines()]
-    assert {"memory.write", "memory.get"} <= {s["name"] for s in lines}
+    assert {"memory.write", "memory.get"} <= {op_name(s) for s in lines}
     assert cli.main(["--root", str(root), "trace", "show", trace_id]) == 0
     out = capsys.readouterr().out
-    assert trace_id in out and "memory.write" in out and "altitude.patterns/k" in out
+    assert trace_id in out and "upsert_memory write" in out and "altitude.patterns/k" in out
     assert cli.main(["--root", str(root), "trace", "tail", "-n", "5"]) == 0
-    assert "memory.get" in capsys.readouterr().out
+    assert "search_memory get" in capsys.readouterr().out
     assert cli.main(["--root", str(root), "trace", "show", "0" * 32]) == 1
 
 
@@ -245,9 +246,9 @@ with MemoryManager({str(tmp_path / "store")!r}) as mm:
     second = mm.write("altitude.patterns", "k", 2)
     mm.read("altitude.patterns", "k")
 provider.force_flush()
-(write,) = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+(write,) = [s for s in exporter.get_finished_spans() if s.attributes["db.operation.name"] == "write"]
 assert second == "%032x" % write.context.trace_id != first  # the id the span carries
-print(sorted(s.name for s in exporter.get_finished_spans()))
+print(sorted("memory." + s.attributes["db.operation.name"] for s in exporter.get_finished_spans()))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['memory.read', 'memory.write']"
@@ -285,12 +286,12 @@ def test_batch_processor_gets_every_span_of_10k_ops_with_ids_parents_times_attri
                 trace_id = None
             done.append(("write" if trace_id else "read", key, trace_id, t0, time.time_ns(), parent))
     provider.force_flush()
-    ours = [s for s in exporter.get_finished_spans() if s.name.startswith("memory.")]
+    ours = [s for s in exporter.get_finished_spans() if op_name(s).startswith("memory.")]
     assert len(ours) == 10_000
     ours.sort(key=lambda s: s.start_time)
     assert len({s.context.span_id for s in ours}) == 10_000
     for s, (op, key, trace_id, t0, t1, parent) in zip(ours, done):
-        assert s.name == f"memory.{op}"
+        assert op_name(s) == f"memory.{op}"
         assert t0 <= s.start_time <= s.end_time <= t1
         assert s.context.is_valid and s.context.trace_flags.sampled and not s.context.is_remote
         if trace_id is not None:
@@ -370,7 +371,7 @@ def test_record_only_decisions_reach_on_end_unsampled(root: Path) -> None:
     class RecordOnly(Sampler):
         def should_sample(self, parent_context: Any, trace_id: int, name: str, kind: Any = None,
                           attributes: Any = None, links: Any = None, trace_state: Any = None) -> SamplingResult:
-            if name == "memory.read":
+            if (attributes or {}).get("db.operation.name") == "read":
                 return SamplingResult(Decision.DROP)
             return SamplingResult(Decision.RECORD_ONLY, {"sampler.says": "keep"})
 
@@ -393,7 +394,7 @@ def test_record_only_decisions_reach_on_end_unsampled(root: Path) -> None:
         mm.write("altitude.patterns", "k", 1)
         mm.read("altitude.patterns", "k")
     provider.force_flush()
-    assert [s.name for s in collect.ended] == ["memory.write"]
+    assert [op_name(s) for s in collect.ended] == ["memory.write"]
     span = collect.ended[0]
     assert not span.context.trace_flags.sampled
     assert span.attributes["sampler.says"] == "keep" and span.attributes["hrm.memory.key"] == "k"
@@ -541,6 +542,7 @@ def test_seed_namespaces_under_the_global_provider_deliver_every_span_with_exact
     provider.add_span_processor(BatchSpanProcessor(exporter))
     caller = provider.get_tracer("caller")
     with global_provider(provider), MemoryManager(root) as mm:
+        mm.consent.grant("signals")  # focus.fast is gated: its spans name keys once granted
         written = []
         for i in range(600):  # more than a batch of records, finished on the caller's thread
             value = coded if i % 3 == 0 else {**plain, "id": i}
@@ -550,8 +552,8 @@ def test_seed_namespaces_under_the_global_provider_deliver_every_span_with_exact
                 assert mm.read(namespace, f"k{i}", compact=True) == codec.compact(value)
             written.append((f"k{i}", value, tid, turn.get_span_context()))
         provider.force_flush()
-        got = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
-        reads = [s for s in exporter.get_finished_spans() if s.name == "memory.read"]
+        got = [s for s in exporter.get_finished_spans() if op_name(s) == "memory.write"]
+        reads = [s for s in exporter.get_finished_spans() if op_name(s) == "memory.read"]
     provider.shutdown()
     assert len(got) == 600 and len(reads) == 1200
     by_key = {s.attributes["hrm.memory.key"]: s for s in got}
@@ -602,7 +604,7 @@ def test_tokens_saved_is_counted_only_for_spans_the_sampler_keeps(root: Path, mo
                     mm.write("focus.fast", f"k{i}", coded)
             provider.force_flush()
             assert len(counted) == (300 if sampled else 0)
-        writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+        writes = [s for s in exporter.get_finished_spans() if op_name(s) == "memory.write"]
     provider.shutdown()
     assert len(writes) == 300 and all(s.attributes["hrm.memory.tokens_saved"] > 0 for s in writes)
 
@@ -621,6 +623,7 @@ def test_tokens_saved_stays_exact_when_remembered_per_shape(root: Path) -> None:
     provider.add_span_processor(BatchSpanProcessor(exporter))
     values = {}
     with global_provider(provider), MemoryManager(root) as mm:
+        mm.consent.grant("signals")  # focus.fast is gated: its spans name keys once granted
         for i in range(400):
             value = {"user_input_length": i * 37 % 1000, "response_length": 10**i % 99991, "stance_used": "sensemaking",
                      "had_commitment": i % 2 == 0, "to_stance": ["execution", "discovery", "paused"][i % 3],
@@ -628,7 +631,7 @@ def test_tokens_saved_stays_exact_when_remembered_per_shape(root: Path) -> None:
             mm.write("focus.fast", f"k{i}", value)
             values[f"k{i}"] = value
         provider.force_flush()
-        got = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+        got = [s for s in exporter.get_finished_spans() if op_name(s) == "memory.write"]
     provider.shutdown()
     assert len(got) == 400
     for span in got:

@@ -29,6 +29,7 @@ from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.tracing import spans as tracing
 from hrm_memory.tracing.sdk import Recorder
 from tests.helpers.global_tracing import global_provider
+from tests.helpers.span_names import op_name
 
 HOT = [NamespaceSpec("t.hot", tier="hot")]
 
@@ -163,7 +164,7 @@ def test_a_count_that_fails_loses_no_span_and_fails_no_operation(
             mm.write("t.coded", f"k{i}", {"tags": ["a"], "n": i})  # never raises
             assert mm.read("t.coded", f"k{i}") == {"tags": ["a"], "n": i}
         tracing.flush()
-    writes = [s for s in exporter.get_finished_spans() if s.name == "memory.write"]
+    writes = [s for s in exporter.get_finished_spans() if op_name(s) == "memory.write"]
     assert len(writes) == n
     assert all("hrm.memory.tokens_saved" not in s.attributes for s in writes)
     assert all(s.attributes["hrm.memory.version"] == 1 and s.attributes["hrm.memory.tier"] == "hot" for s in writes)
@@ -232,10 +233,10 @@ def test_a_batch_processor_drops_nothing(
     assert len({s.context.span_id for s in spans}) == n
     for i, s in enumerate(spans):
         if i % 2:
-            assert s.name == "memory.write" and s.attributes["hrm.memory.key"] == f"k{i % 500}"
+            assert op_name(s) == "memory.write" and s.attributes["hrm.memory.key"] == f"k{i % 500}"
             assert s.attributes["hrm.memory.version"] >= 1
         else:
-            assert s.name == "memory.read" and s.attributes["hrm.memory.key"] == f"k{(i + 1) % 500}"
+            assert op_name(s) == "memory.read" and s.attributes["hrm.memory.key"] == f"k{(i + 1) % 500}"
         assert s.start_time <= s.end_time
     provider.shutdown()
 

@@ -86,6 +86,7 @@ from hrm_memory.recall.search import Hit
 from hrm_memory.core.records import MISSING, Event, Finding, Record
 from hrm_memory.core.spec import Keep, NamespaceSpec, Registry
 from hrm_memory.history.keeper import Version
+from hrm_memory.tracing.setup import setup_tracing
 
 __all__ = [
     "MISSING",
@@ -171,4 +172,5 @@ __all__ = [
     "ValueTooLarge",
     "Version",
     "default_root",
+    "setup_tracing",
 ]

@@ -477,6 +477,7 @@ class MemoryManager(Operations):
                     tracer_provider,
                     deferred=deferred_spans,
                     system=None if isinstance(backend, FileBackend) else backend.system,
+                    root=self.root,
                 ),
                 poll_interval=poll_interval,
                 notifications=bool(notifications),

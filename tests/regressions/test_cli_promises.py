@@ -278,7 +278,7 @@ def test_trace_show_accepts_the_prefix_tail_prints(cli: Any, root: Path) -> None
     assert rc == 0, err
     header, *tree = out.splitlines()
     assert header.startswith(f"trace {prefix}") and len(header) == len("trace ") + 32
-    assert any("memory.get" in line for line in tree)
+    assert any("search_memory get" in line for line in tree)
     rc, out, _ = cli("trace", "show", prefix.upper(), json=True)
     assert rc == 0 and {s["trace_id"][:8] for s in orjson.loads(out)} == {prefix}
 
@@ -308,9 +308,9 @@ def test_console_spans_do_not_mix_into_json_stdout(root: Path) -> None:
     no_traceback(p)
     assert p.returncode == 0, p.stderr
     assert orjson.loads(p.stdout)["version"] == 1
-    assert "memory.write" in p.stderr
+    assert '"db.operation.name": "write"' in p.stderr
     p = script("--root", str(root), "--trace", "console", "get", "altitude.patterns", "k")
-    assert p.returncode == 0 and p.stdout == "1\n" and "memory.get" in p.stderr
+    assert p.returncode == 0 and p.stdout == "1\n" and '"db.operation.name": "get"' in p.stderr
 
 
 def test_trace_commands_create_no_store_directory(cli: Any, root: Path, tmp_path: Path,

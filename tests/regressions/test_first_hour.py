@@ -137,7 +137,7 @@ def test_trace_file_must_be_a_file_in_an_existing_directory(tmp_path: Path) -> N
     assert code == 2 and "does not exist" in err and not missing.parent.exists()
     good = tmp_path / "spans.jsonl"
     assert cli("--root", root, "--trace", "jsonl", "--trace-file", str(good), "put", "focus.slow", "k", "1")[0] == 0
-    assert good.read_text().count("memory.write") == 1
+    assert good.read_text().count('"db.operation.name":"write"') == 1
 
 
 def test_the_cli_opens_a_redis_store(tmp_path: Path) -> None:

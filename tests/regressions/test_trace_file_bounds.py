@@ -70,7 +70,7 @@ def test_an_overlong_line_is_skipped_without_being_held(tmp_path: Path, spans: t
         f.write(b"\n" + src.read_bytes() + b'{"half": "a line still being written')
     p = run("trace", "tail", "--file", str(big), "-n", "5", timeout=120)
     assert p.returncode == 0, p.stderr[-1000:]
-    assert trace_id[:8] in p.stdout and "memory.write" in p.stdout
+    assert trace_id[:8] in p.stdout and "upsert_memory write" in p.stdout
     p = run("trace", "show", trace_id, "--file", str(big), timeout=120)
     assert p.returncode == 0, p.stderr[-1000:]
     assert f"trace {trace_id}" in p.stdout

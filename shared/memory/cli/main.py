@@ -510,6 +510,12 @@ def _run_tokens(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
+def _command_span(provider: Any, command: str) -> Any:
+    from hrm_memory.tracing.setup import command_span
+
+    return command_span(provider, command)
+
+
 def _setup_tracing(args: argparse.Namespace, root: str | Path | None) -> Any:
     from hrm_memory.tracing import setup as telemetry
 
@@ -619,7 +625,8 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.command == "mcp":  # opens the store itself (it may be a Redis backend)
             return mcp_server.run_cli(args, provider)
         backend = backend_url(args)
-        with MemoryManager(
+        # One trace per command: a root span its operations' spans are children of.
+        with _command_span(provider, args.command), MemoryManager(
             root, durability=args.durability, locking=args.locking, tracer_provider=provider, backend=backend
         ) as mm:
             return COMMANDS[args.command](mm, args)

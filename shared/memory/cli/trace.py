@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from hrm_memory.core.errors import BadInput
 from hrm_memory.manager import default_root
@@ -51,12 +52,32 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.n < 0:
         raise BadInput(f"-n must be 0 or more, not {args.n}")
+    if not _has_spans(path, telemetry):
+        # Nothing to show yet: say how to make some (exit 1 unless following).
+        print(
+            f"no spans in {path} yet. Make some: run a command with --trace jsonl "
+            "(hrm-memory --trace jsonl put NAMESPACE KEY VALUE), or in your agent's process call "
+            f"hrm_memory.setup_tracing('jsonl', path={str(path)!r}) before using the MemoryManager "
+            "(docs/tracing.md)",
+            file=sys.stderr,
+        )
+        if not args.follow:
+            return EXIT_NOT_FOUND
     try:
         for _ in telemetry.tail(path, args.n, args.follow, sys.stdout):
             pass
     except KeyboardInterrupt:
         pass
     return EXIT_OK
+
+
+def _has_spans(path: Path, telemetry: Any) -> bool:
+    """True if ``path`` holds at least one span (a file that is not a regular
+    file raises ``BadInput``, as ``tail`` would)."""
+    try:
+        return bool(telemetry.load_spans(path, keep=1)[0])
+    except FileNotFoundError:
+        return False
 
 
 __all__ = ["cmd_trace"]

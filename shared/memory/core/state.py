@@ -40,6 +40,7 @@ from hrm_memory.core.spec import (
     Registry,
     check_namespace,
 )
+from hrm_memory.tracing.keys import consent_view
 from hrm_memory.tracing.spans import OpSpan, TokensSaved, Tracing
 
 #: The ``focus.consent`` namespace holds one record per consent category.
@@ -129,6 +130,8 @@ class Core:
         self.checkers: list[Callable[[bool], list[Finding]]] = []
         #: Keeps history for namespaces that declare some (set by the history component).
         self.keeper: Keeper | None = None
+        # Spans name a gated namespace's keys only while its consent is granted.
+        tracing.gate(consent_view(self.specs), self.granted)
         self.load_declared()
         self.refresh_indexed()
 

@@ -30,6 +30,11 @@ class Forget:
         self.core = core
         self.history = history
         self.index = index
+        # Span files under the root lose the spans that name purged keys.
+        core.on_purge(self._purged)
+
+    def _purged(self, namespace: str) -> None:
+        self.core.tracing.purged(namespace)
 
     def handlers(self) -> Handlers:
         return {ForgetOp: ("forget", self._forget, True)}
@@ -63,6 +68,12 @@ class Forget:
                     for place, n in backend.erase(hidden, name).items():
                         add("history" if place == "warm" else place, n)
             add("index", self.index.erase(spec.name, key))
+        # Span files under the root: not one span names the key afterwards
+        # (this process's pending spans are exported first; the forget span
+        # itself never names it).
+        spans = self.core.tracing.forgotten(spec.name, key)
+        if spans:
+            add("spans", spans)
         attrs = None if span is None else {"hrm.memory.erased": sum(counts.values())}
         return counts, attrs
 

@@ -156,8 +156,11 @@ class Remember:
             data, _ = self.core.encode(spec, target, value)
             stored = self.core.commit(spec, target, data)
             self.core.bus.record("write", spec.name, target, stored.version, trace_id, stored.tier != "hot")
-        attrs = None if span is None else {"hrm.memory.kind": kind, "hrm.memory.action": action,
-                                           "hrm.memory.version": stored.version}
+        attrs = None
+        if span is not None:
+            span.retarget(spec.name, target)  # the namespace and key chosen here
+            attrs = {"hrm.memory.kind": kind, "hrm.memory.action": action, "hrm.memory.version": stored.version,
+                     "hrm.memory.persisted": stored.tier != "hot"}  # fmt: skip
         return Remembered(spec.name, target, action, round(score, 4)), attrs
 
     def _near_duplicate(self, namespace: str, text: str, kind: str) -> tuple[Any, float]:

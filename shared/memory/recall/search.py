@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from hrm_memory.core.errors import InvalidArgument
 from hrm_memory.core.filters import compile_where
 from hrm_memory.core.ops import RecallOp
@@ -34,6 +36,7 @@ from hrm_memory.core.spec import KINDS, NamespaceSpec
 from hrm_memory.core.state import Attrs, Core, Handlers
 from hrm_memory.recall import text as rt
 from hrm_memory.recall.index import Doc, RecallIndex
+from hrm_memory.tracing.keys import capturing_content
 from hrm_memory.tracing.spans import OpSpan
 
 #: Confidence weights: relevance, source quality, recency, consistency,
@@ -173,6 +176,13 @@ class Recall:
                 "hrm.memory.stages": len(path),
                 "hrm.memory.confidence": round(hits[0].confidence, 3) if hits else 0.0,
             }
+            if capturing_content() and not any(s.consent is not None for s in specs.values()):
+                # Opted in, and no namespace searched is consent-gated.
+                attrs["gen_ai.memory.query.text"] = query
+                attrs["gen_ai.memory.records"] = orjson.dumps(
+                    [{"id": h.key, "content": h.snippet, "score": round(h.score, 4),
+                      "metadata": {"namespace": h.namespace}} for h in hits]
+                ).decode()  # fmt: skip
         return hits, attrs
 
     def _search(self, specs: list[NamespaceSpec], query: str, terms: list[str], qtype: str,

@@ -62,6 +62,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from hrm_memory.core import tokens
+from hrm_memory.tracing.keys import GLOB as _GLOB
+from hrm_memory.tracing.keys import hides_key, strip_content, target_attrs
 
 try:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -428,26 +430,37 @@ class Recorder:
         default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
         last_parent: Any = None
         parent_ctx: Any = None
+        granted: dict[str, bool] = {}  # consent categories asked about in this batch
         for rec in batch:
-            name, const = rec.op
+            name, const, ids, consent_of, _ = info = rec.op
             attrs = rec.attrs
             parent = rec.parent
             tid = rec.tid
             ns = rec.ns
             key = rec.key
+            if key is not None and (ids < 0 or consent_of is not None) and hides_key(info, ns, attrs, granted):
+                key = None
             if attrs is not None and ns is not None and key is not None and len(key) <= 256:
                 # One new dict, the operation's attributes last (they win):
                 # ~800 instructions a span fewer than a copy and three updates.
-                a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
-                     "db.collection.name": ns, "hrm.memory.key": key, **attrs}  # fmt: skip
+                if ids == 1 or (ids == 2 and _GLOB.isdisjoint(key)):
+                    a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
+                         "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
+                         "gen_ai.memory.record.id": key, "hrm.memory.key": key, **attrs}  # fmt: skip
+                else:
+                    a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
+                         "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
+                         "hrm.memory.key": key, **attrs}  # fmt: skip
             else:
                 a = const.copy()
                 if ns is not None:
-                    a["db.collection.name"] = ns
+                    a["db.collection.name"] = a["gen_ai.memory.store.id"] = ns
                 if key is not None:
-                    a["hrm.memory.key"] = key if len(key) <= 256 else key[:256] + "..."
+                    a.update(target_attrs(info, ns, key, None, granted))
                 if attrs:
                     a.update(attrs)
+            if attrs and ("gen_ai.memory.query.text" in a or "gen_ai.memory.records" in a):
+                strip_content(info, ns, a)
             if not tid:
                 tid = (bits(128) or 1) if bits is not None else new_trace_id()
             flags = _SAMPLED

@@ -8,10 +8,14 @@ it the global provider unless told otherwise. The JSONL file is what
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
+from urllib.parse import urlsplit
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,9 +31,9 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from hrm_memory.tracing import span_file
+from hrm_memory.tracing import keys, span_file
 from hrm_memory.core.errors import Unsupported
-from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, make_dirs
+from hrm_memory.storage.fsutil import make_dirs
 
 KINDS = ("console", "jsonl", "otlp")
 
@@ -58,13 +62,16 @@ def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
 
 
 class JsonlSpanExporter(SpanExporter):
-    """Appends one JSON object per span to a file (mode 0600), one write per batch."""
+    """Appends one JSON object per span to a file (mode 0600), one write per
+    batch, under the file's lock (:func:`hrm_memory.tracing.span_file.append`:
+    a scrub that removes a forgotten key may replace the file meanwhile)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         make_dirs(self.path.parent, durable=False)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        self._fd: int | None = span_file.open_for_append(self.path)
         self._lock = threading.Lock()
+        span_file.register(self)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         data = b"".join(orjson.dumps(span_to_dict(s), default=str) + b"\n" for s in spans)
@@ -72,9 +79,7 @@ class JsonlSpanExporter(SpanExporter):
             if self._fd is None:
                 return SpanExportResult.FAILURE
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._fd, view) :]
+                self._fd = span_file.append(self._fd, self.path, data)
             except OSError:
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
@@ -89,6 +94,67 @@ class JsonlSpanExporter(SpanExporter):
         return True
 
 
+#: Seconds an OTLP export waits for the collector to accept a connection;
+#: with nothing listening, spans are dropped after it with one warning.
+OTLP_CONNECT_TIMEOUT = 1.0
+#: Seconds an OTLP export may take in all once connected (the exporter's retries included).
+OTLP_EXPORT_TIMEOUT = 5.0
+_log = logging.getLogger("hrm_memory.tracing")
+
+
+def otlp_endpoint(endpoint: str | None = None) -> str:
+    """The OTLP/HTTP traces URL: ``endpoint``, else
+    ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``$OTEL_EXPORTER_OTLP_ENDPOINT``
+    + ``/v1/traces``, else ``http://localhost:4318/v1/traces``."""
+    if endpoint:
+        return endpoint
+    env = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if env:
+        return env
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+    return base.rstrip("/") + "/v1/traces"
+
+
+class ReachableOtlp(SpanExporter):
+    """An OTLP exporter that first checks, in at most
+    :data:`OTLP_CONNECT_TIMEOUT`, that something accepts connections at the
+    endpoint: if nothing does, the batch is dropped with one warning (once per
+    exporter), instead of the exporter's retries and a line per retry."""
+
+    def __init__(self, inner: SpanExporter, url: str) -> None:
+        self.inner = inner
+        self.url = url
+        parsed = urlsplit(url)
+        self.host = parsed.hostname or "localhost"
+        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.warned = False
+
+    def _reachable(self) -> bool:
+        try:
+            socket.create_connection((self.host, self.port), timeout=OTLP_CONNECT_TIMEOUT).close()
+            return True
+        except OSError:
+            return False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not self._reachable():
+            if not self.warned:
+                self.warned = True
+                _log.warning(
+                    "hrm-memory: no OTLP collector at %s (nothing accepted a connection within %.1f s): "
+                    "spans dropped; start one (docs/tracing.md) or use --trace jsonl",
+                    self.url, OTLP_CONNECT_TIMEOUT,
+                )
+            return SpanExportResult.FAILURE
+        return self.inner.export(spans)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 def setup_tracing(
     kind: str,
     *,
@@ -97,11 +163,19 @@ def setup_tracing(
     service_name: str = "hrm-memory",
     set_global: bool = True,
     out: TextIO | None = None,
+    capture_content: bool | None = None,
 ) -> TracerProvider:
-    """A provider exporting to the console, a JSONL file (``path``) or an
-    OTLP/HTTP collector (``endpoint``, default the exporter's own default,
-    ``http://localhost:4318/v1/traces``). OTLP needs the extra
-    ``pip install 'hrm-memory[otlp]'``; without it :class:`Unsupported` is raised."""
+    """A provider exporting to the console, a JSONL file (``path``: what
+    ``hrm-memory trace tail/show`` read) or an OTLP/HTTP collector
+    (``endpoint``, default :func:`otlp_endpoint`: ``$OTEL_EXPORTER_OTLP_ENDPOINT``
+    or ``http://localhost:4318``), through a batch processor; made the
+    global provider unless ``set_global=False``. With nothing listening at
+    the OTLP endpoint, an export costs at most :data:`OTLP_CONNECT_TIMEOUT`
+    and logs one warning. ``capture_content=True`` records the query text
+    and the records found of searches that reach no consent-gated namespace
+    (off by default; see :func:`hrm_memory.tracing.keys.capture_content`).
+    OTLP needs the extra ``pip install 'hrm-memory[otlp]'``; without it
+    :class:`Unsupported` is raised."""
     exporter: SpanExporter
     if kind == "console":
         exporter = ConsoleSpanExporter(out=out) if out is not None else ConsoleSpanExporter()
@@ -119,14 +193,39 @@ def setup_tracing(
                 "the OTLP exporter is not installed: pip install 'hrm-memory[otlp]' "
                 "(opentelemetry-exporter-otlp-proto-http)"
             ) from None
-        exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+        url = otlp_endpoint(endpoint)
+        exporter = ReachableOtlp(OTLPSpanExporter(endpoint=url, timeout=OTLP_EXPORT_TIMEOUT), url)
     else:
         raise Unsupported(f"unknown tracing set-up {kind!r}; choose one of {KINDS}")
+    if capture_content is not None:
+        keys.capture_content(capture_content)
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     if set_global:
         trace.set_tracer_provider(provider)
     return provider
+
+
+@contextmanager
+def command_span(provider: Any, command: str) -> Iterator[None]:
+    """One root span for a unit of work (``hrm-memory put``: the CLI command),
+    current while it runs, so that its operations' spans are its children:
+    one trace per command. Nothing without a provider. A failure sets
+    ``error.type`` (the exception's class), never its message."""
+    if provider is None:
+        yield
+        return
+    tracer = provider.get_tracer("hrm-memory")
+    with tracer.start_as_current_span(
+        f"hrm-memory {command}", kind=trace.SpanKind.INTERNAL, attributes={"hrm.memory.command": command},
+        record_exception=False, set_status_on_exception=False,
+    ) as span:  # fmt: skip
+        try:
+            yield
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
+            raise
 
 
 # -- reading the JSONL file --------------------------------------------------------
@@ -242,7 +341,11 @@ def format_span(span: dict[str, Any], indent: str = "") -> str:
     dur_text = f"{dur / 1000:.2f} ms" if dur >= 1000 else f"{dur:.1f} us"
     status = span.get("status")
     status_text = "" if status in (None, "UNSET", "OK") else f" [{status}]"
-    return f"{indent}{str(span.get('name')):<16} {target:<40} {dur_text:>10}  {' '.join(details)}{status_text}".rstrip()
+    label = str(span.get("name"))
+    op = attrs.get("db.operation.name")
+    if isinstance(op, str) and op not in label:
+        label = f"{label} {op}"  # search_memory read, search_memory query...
+    return f"{indent}{label:<22} {target:<40} {dur_text:>10}  {' '.join(details)}{status_text}".rstrip()
 
 
 def show_trace(spans: list[dict[str, Any]], trace_id: str) -> list[str]:

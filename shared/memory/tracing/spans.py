@@ -44,30 +44,68 @@ Three paths, chosen per provider:
   ``MemoryManager``: the SDK's own spans, on the caller's thread.
 - **Any other provider**: ordinary ``start_span`` / ``end`` through the API.
 
-Attribute names follow OpenTelemetry's database conventions where one exists
-(``db.system.name``, ``db.operation.name``, ``db.collection.name`` for the
-namespace, ``db.response.returned_rows``); the rest are ``hrm.memory.*``.
-Values are never put into spans: only keys, sizes, tiers and counts.
+Every span follows OpenTelemetry's GenAI memory convention: its name is its
+``gen_ai.operation.name`` (:data:`GENAI_OPERATIONS` maps each operation to
+one), ``gen_ai.memory.store.id`` is the namespace (or the namespace pattern;
+``*`` for an operation on the whole store) and ``gen_ai.memory.record.id`` the
+key, where the operation names one record. Beside them, OpenTelemetry's
+database conventions (``db.system.name``, ``db.operation.name``: the
+operation's own name, ``db.collection.name`` for the namespace,
+``db.response.returned_rows``) and ``hrm.memory.*`` (``hrm.memory.key``...).
+
+Values are never put into spans: only keys, sizes, tiers and counts. Keys
+are left out where they must not be written anywhere (:meth:`Tracing.gate`):
+a span of a consent-gated namespace names its key only when the category is
+granted and the record was persisted, and a ``forget`` span never names the
+key it erased. The query text of a search (``gen_ai.memory.query.text``) and
+the records it found (``gen_ai.memory.records``) are recorded only when
+asked for (:func:`capture_content`, or ``HRM_MEMORY_TRACE_CONTENT=1``), and
+never for a search that reaches a consent-gated namespace.
 """
 
 from __future__ import annotations
 
 import atexit
 import itertools
+import logging
 import os
 import threading
 import time
 import types
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
+from hrm_memory.tracing import span_file
+from hrm_memory.tracing.keys import (
+    GENAI_OPERATIONS,
+    ID_NEVER,
+    RECORD_IDS,
+    WHOLE_STORE,
+    ConsentOf,
+    capture_content,
+    capturing_content,
+    strip_content,
+    target_attrs,
+)
 from hrm_memory.tracing.sdk import DrainHook, Recorder, TokensSaved
 
-__all__ = ["INVALID_TRACE_ID", "OpSpan", "TokensSaved", "Tracing", "current_trace_id", "flush", "new_trace_id"]
+__all__ = [
+    "GENAI_OPERATIONS",
+    "INVALID_TRACE_ID",
+    "OpSpan",
+    "TokensSaved",
+    "Tracing",
+    "capture_content",
+    "capturing_content",
+    "current_trace_id",
+    "flush",
+    "new_trace_id",
+]
 
 INVALID_TRACE_ID = "0" * 32
 
@@ -125,6 +163,7 @@ try:  # the caller's context, read without the API's three calls
 except (ImportError, AttributeError):  # pragma: no cover - another API version
     _context_var_get = None
 
+_logger = logging.getLogger("hrm_memory.tracing.spans")
 _current_span = trace.get_current_span
 _time_ns = time.time_ns
 _OK = Status(StatusCode.UNSET)
@@ -150,21 +189,42 @@ class OpSpan:
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         raise NotImplementedError
 
+    def retarget(self, namespace: str, key: str | None) -> None:
+        """The namespace and key the operation acted on, when its op did not
+        name them (``remember`` chooses both)."""
+        raise NotImplementedError
+
 
 class _ApiSpan(OpSpan):
-    __slots__ = ("span",)
+    """A span through the API (a provider other than the SDK's): its key
+    attributes are set when it ends, once the handler has said whether the
+    record was persisted (a gated key is left out, see :meth:`Tracing.gate`)."""
 
-    def __init__(self, span: trace.Span) -> None:
+    __slots__ = ("span", "info", "ns", "key")
+
+    def __init__(self, span: trace.Span, info: tuple[Any, ...], ns: str | None, key: str | None) -> None:
         self.span = span
+        self.info = info
+        self.ns = ns
+        self.key = key
 
     @property
     def trace_id(self) -> str:
         ctx = self.span.get_span_context()
         return "%032x" % ctx.trace_id if ctx.is_valid else new_trace_id()
 
+    def retarget(self, namespace: str, key: str | None) -> None:
+        self.ns = namespace
+        self.key = key
+        self.span.set_attributes({"db.collection.name": namespace, "gen_ai.memory.store.id": namespace})
+
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
+        extra = target_attrs(self.info, self.ns, self.key, attrs, {})
         if attrs:
-            self.span.set_attributes(_resolve(attrs))
+            extra.update(_resolve(attrs))
+            strip_content(self.info, self.ns, extra)
+        if extra:
+            self.span.set_attributes(extra)
         if exc is not None:
             self.span.set_attribute("error.type", type(exc).__qualname__)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
@@ -183,7 +243,7 @@ class _DeferredSpan(OpSpan):
     __slots__ = ("rec", "op", "ns", "key", "parent", "tid", "start", "stop", "attrs", "status")
 
     rec: Recorder
-    op: tuple[str, dict[str, Any]]
+    op: tuple[Any, ...]
     ns: str | None
     key: str | None
     parent: trace.SpanContext | None
@@ -202,6 +262,10 @@ class _DeferredSpan(OpSpan):
             bits = self.rec.bits
             tid = self.tid = (bits(128) or 1) if bits is not None else self.rec.new_trace_id()
         return "%032x" % tid  # printf-style: half the time of format(tid, "032x")
+
+    def retarget(self, namespace: str, key: str | None) -> None:
+        self.ns = namespace
+        self.key = key
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
         self.stop = _time_ns()
@@ -257,25 +321,56 @@ _ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PR
 class Tracing:
     """Per-manager access to the right path for the current provider."""
 
-    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "_ops", "deferred", "idle_when", "system")
+    __slots__ = ("_provider", "_for", "_mode", "_tracer", "_recorder", "_ops", "_consent_of", "_granted",
+                 "deferred", "idle_when", "system", "root")  # fmt: skip
 
     def __init__(
-        self, provider: trace.TracerProvider | None = None, *, deferred: bool = True, system: str | None = None
+        self,
+        provider: trace.TracerProvider | None = None,
+        *,
+        deferred: bool = True,
+        system: str | None = None,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
         self._provider = provider
+        #: The store's root: its span files (``ROOT/traces/...``) are scrubbed
+        #: of what is forgotten or purged (:meth:`forgotten`, :meth:`purged`).
+        self.root = Path(root).absolute() if root is not None else None
         #: ``db.system.name`` of the spans: the backend's (``"redis"``), or hrm-memory's own.
         self.system = system or _DB_SYSTEM
         self._for: object = None
         self._mode = 0  # 0 off, 1 api, 2 deferred
         self._tracer: trace.Tracer | None = None
         self._recorder: Recorder | None = None
-        #: Per operation: the span's name and its constant attributes.
-        self._ops: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: Per operation: the span's name, its constant attributes, how its
+        #: key becomes a record id, and the consent view (see :meth:`gate`).
+        self._ops: dict[str, tuple[Any, ...]] = {}
+        self._consent_of: ConsentOf | None = None
+        self._granted: Callable[[str], bool] | None = None
         self.deferred = deferred
         #: While ``otel_api._TRACER_PROVIDER is idle_when``, :meth:`start`
         #: would return None: the pipeline checks this instead of calling it
         #: (one attribute read against a call, on every operation).
         self.idle_when: object = _NEVER
+
+    def gate(self, consent_of: ConsentOf, granted: Callable[[str], bool]) -> None:
+        """Give the spans a consent view: ``consent_of(namespace)`` says which
+        categories gate a namespace (or pattern) and whether its records are
+        persisted; ``granted(category)`` whether one is granted now. A span of
+        a gated namespace then names its key only when every category gating
+        it is granted and (in a persisted namespace) the record was persisted;
+        it is decided when the span is finished, from the operation's
+        attributes (``hrm.memory.persisted``, ``hrm.memory.tier``)."""
+        self._consent_of = consent_of
+        self._granted = granted
+        self._ops.clear()
+
+    def _info(self, op: str) -> tuple[Any, ...]:
+        name = GENAI_OPERATIONS.get(op) or "hrm_memory." + op
+        const = {"db.system.name": self.system, "db.operation.name": op, "gen_ai.operation.name": name,
+                 "gen_ai.memory.store.id": WHOLE_STORE}  # fmt: skip
+        info = self._ops[op] = (name, const, RECORD_IDS.get(op, ID_NEVER), self._consent_of, self._granted)
+        return info
 
     def _resolve(self, provider: object) -> None:
         self._for = provider
@@ -320,7 +415,7 @@ class Tracing:
             # The drainer builds the attributes: here only what varies.
             info = self._ops.get(op)
             if info is None:
-                info = self._ops[op] = ("memory." + op, {"db.system.name": self.system, "db.operation.name": op})
+                info = self._info(op)
             if type(namespace) is not str and namespace is not None:
                 namespace = repr(namespace)[:200]
             if type(key) is not str and key is not None:
@@ -355,17 +450,55 @@ class Tracing:
                     span.tid = 0
             span.start = _time_ns()
             return span
-        attrs: dict[str, Any] = {"db.system.name": self.system, "db.operation.name": op}
+        info = self._ops.get(op) or self._info(op)
+        if type(namespace) is not str and namespace is not None:
+            namespace = repr(namespace)[:200]
+        if type(key) is not str and key is not None:
+            key = repr(key)[:200]
+        attrs: dict[str, Any] = dict(info[1])
         if namespace is not None:
-            attrs["db.collection.name"] = namespace if type(namespace) is str else repr(namespace)[:200]
-        if key is not None:
-            attrs["hrm.memory.key"] = (key if len(key) <= 256 else key[:256] + "...") if type(key) is str else repr(key)[:200]
+            attrs["db.collection.name"] = attrs["gen_ai.memory.store.id"] = namespace
         assert self._tracer is not None
-        return _ApiSpan(self._tracer.start_span("memory." + op, kind=trace.SpanKind.INTERNAL, attributes=attrs))
+        span_ = self._tracer.start_span(info[0], kind=trace.SpanKind.INTERNAL, attributes=attrs)
+        return _ApiSpan(span_, info, namespace, key)
 
     def flush(self) -> None:
         if self._recorder is not None:
             self._recorder.drain()
+
+    def _export_pending(self) -> None:
+        """Every span this process holds (pending records, spans queued in a
+        batch processor) reaches its exporters now."""
+        flush()
+        with _recorders_lock:
+            providers = [r.provider for r in _recorders.values()]
+        current = self._for
+        if current is not None and not isinstance(current, _NOOP_PROVIDERS) and current not in providers:
+            providers.append(current)
+        for provider in providers:
+            force = getattr(provider, "force_flush", None)
+            if force is not None:
+                try:
+                    force()
+                except Exception:  # noqa: BLE001 - an exporter's failure is not the erasure's
+                    _logger.exception("hrm-memory: a span processor failed to flush")
+
+    def forgotten(self, namespace: str, key: str) -> int:
+        """``key`` of ``namespace`` was forgotten: write the store's span files
+        again without the spans that name it, after this process's pending
+        spans reach them. Returns the spans removed (0 without a root or span file)."""
+        return self._scrub(namespace, key)
+
+    def purged(self, namespace: str) -> int:
+        """``namespace``'s data was purged (consent revoked with purge,
+        undeclare with purge): remove its spans that name a key from the span files."""
+        return self._scrub(namespace, None)
+
+    def _scrub(self, namespace: str, key: str | None) -> int:
+        if self.root is None or not span_file.span_files(self.root):
+            return 0
+        self._export_pending()
+        return span_file.scrub_span_files(self.root, namespace, key)
 
 
 def current_trace_id(span: OpSpan | None) -> str:
