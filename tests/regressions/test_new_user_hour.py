@@ -273,8 +273,9 @@ def test_who_is_bella_answers_with_her_entry_before_passages_that_mention_her(tm
         hits = mm.recall("who is Bella?", k=5)
     snippets = [h.snippet for h in hits]
     entry = next(i for i, s in enumerate(snippets) if s.startswith("bella:") and "daughter" in s)
-    trips = next(i for i, s in enumerate(snippets) if "FOUR separate trips" in s)
-    assert hits[0].snippet.startswith("bella:") and entry < trips, snippets
+    # A passage that only mentions her (the trips one) is below her entry, or not in the top 5 at all.
+    trips = [i for i, s in enumerate(snippets) if "FOUR separate trips" in s]
+    assert hits[0].snippet.startswith("bella:") and all(entry < i for i in trips), snippets
 
 
 # -- what recall searches, said where a user looks ---------------------------------------
