@@ -480,6 +480,8 @@ class MemoryManager(Operations):
             raise
         index_dir = None if self.root is None else self.root / "index"
         self._sealed = sealed
+        #: Where the data keys of sealed namespaces come from (the ``keys`` given, or the key file).
+        self.keys: KeyProvider = keys
         core.on_consent(self._shred_revoked)
         core.on_purge(self._shred_purged)
         self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion, eraser_for(backend))
@@ -535,7 +537,7 @@ class MemoryManager(Operations):
                     f"not {category!r}"
                 )
             group, names = f"ns:{spec.name}", [spec.name]
-        self._sealed.provider.create(group)
+        self.keys.create(group)
         namespaces = [n for name in names for n in (name, HISTORY_PREFIX + name)]
         rotation = Rotation(self._sealed, group, namespaces)
         self._rotations = [r for r in self._rotations if not r.done] + [rotation]
