@@ -29,6 +29,7 @@ import fcntl
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -42,6 +43,10 @@ from . import fsutil as _fs
 #: Bytes of a data key (AES-256).
 KEY_BYTES = 32
 KEY_FILE_FORMAT = 1
+#: How long (seconds) a process trusts what it last read of the key file
+#: before it looks at the file again (another process's change is seen
+#: within this; a rotation waits longer than this before destroying a key).
+STALE_AFTER = 0.05
 
 
 class DataKey(NamedTuple):
@@ -129,6 +134,8 @@ class FileKeys:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._groups: dict[str, dict[str, Any]] = {}
+        self._secrets: dict[tuple[str, str], bytes] = {}  # decoded, per (group, key id)
+        self._looked = 0.0  # monotonic time of the last stat
 
     @property
     def path(self) -> Path:
@@ -142,12 +149,17 @@ class FileKeys:
     # -- reading --------------------------------------------------------------------
 
     def _fresh(self) -> dict[str, dict[str, Any]]:
-        """The groups as the file holds them now (re-read when it changed)."""
+        """The groups as the file holds them (re-read when it changed; looked
+        at again at most every :data:`STALE_AFTER` seconds)."""
+        now = time.monotonic()
+        if now - self._looked < STALE_AFTER and self._stamp is not None:
+            return self._groups
+        self._looked = now
         path = self.path
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            self._stamp, self._groups = None, {}
+            self._stamp, self._groups, self._secrets = None, {}, {}
             return self._groups
         except OSError as exc:
             raise _fs.storage_error(exc, "read the key file", path) from None
@@ -158,6 +170,7 @@ class FileKeys:
             except (OSError, orjson.JSONDecodeError) as exc:
                 raise KeyUnavailable(f"the key file {path} cannot be read: {exc}", where=str(path)) from None
             groups = _groups_of(data.get("groups") if type(data) is dict else None, str(path))
+            self._secrets = {(g, k): _secret(b64, str(path)) for g, v in groups.items() for k, b64 in v["keys"].items()}
             self._groups, self._stamp = groups, stamp
         return self._groups
 
@@ -167,14 +180,16 @@ class FileKeys:
             if g is None or g.get("current") is None:
                 return None
             kid = g["current"]
-            return DataKey(kid, _secret(g["keys"].get(kid), str(self.path)))
+            secret = self._secrets.get((group, kid))
+            if secret is None:
+                raise KeyUnavailable(f"the key file {self.path} names {kid!r} current for {group!r} but lacks it",
+                                     group=group, where=str(self.path))
+            return DataKey(kid, secret)
 
     def get(self, group: str, key_id: str) -> bytes | None:
         with self._lock:
-            g = self._fresh().get(group)
-            if g is None or key_id not in g["keys"]:
-                return None
-            return _secret(g["keys"][key_id], str(self.path))
+            self._fresh()
+            return self._secrets.get((group, key_id))
 
     def ids(self, group: str) -> list[str]:
         with self._lock:
@@ -195,6 +210,7 @@ class FileKeys:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 self._stamp = None  # read under the lock, whatever was cached
+                self._looked = 0.0
                 groups = {g: {"current": v.get("current"), "keys": dict(v["keys"])} for g, v in self._fresh().items()}
                 result = edit(groups)
                 body = orjson.dumps({"format": KEY_FILE_FORMAT, "groups": groups}, option=orjson.OPT_SORT_KEYS)
@@ -202,7 +218,7 @@ class FileKeys:
                     _fs.atomic_write(path, body, durable=True)
                 except OSError as exc:
                     raise _fs.storage_error(exc, "write the key file", path) from None
-                self._stamp = None
+                self._stamp, self._looked = None, 0.0
                 return result
             finally:
                 os.close(fd)  # releases the flock

@@ -36,6 +36,7 @@ import base64
 import binascii
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
@@ -48,7 +49,7 @@ from hrm_memory.core.backend import Backend, ChangeLog
 from hrm_memory.core.errors import KeyUnavailable, MemoryStoreError, WrongKey
 from hrm_memory.core.records import Finding, Stored
 
-from .keys import KeyProvider
+from .keys import STALE_AFTER, KeyProvider
 
 MAGIC = b'"hrmenc:1:'
 _NONCE = 12
@@ -77,7 +78,7 @@ def parse(value: bytes) -> Sealed | None:
     if colon <= 0:
         return None
     try:
-        blob = base64.b64decode(rest[colon + 1 :], validate=True)
+        blob = binascii.a2b_base64(rest[colon + 1 :], strict_mode=True)
     except binascii.Error:
         return None
     if len(blob) < _NONCE + 16:
@@ -111,8 +112,6 @@ class StoreId:
 
 
 def _now_us() -> int:
-    import time
-
     return time.time_ns() // 1000
 
 
@@ -399,7 +398,11 @@ class Rotation:
                 if self._stop.is_set():
                     return
                 if backend.stale(self.group, self.namespaces) == 0:
-                    break
+                    # A writer elsewhere may still hold the older key as
+                    # current for up to STALE_AFTER: look once more after that.
+                    time.sleep(3 * STALE_AFTER)
+                    if backend.stale(self.group, self.namespaces) == 0:
+                        break
             else:
                 return  # writers kept using an older key: keep every key, report nothing destroyed
             current = provider.current(self.group)
