@@ -2,8 +2,9 @@
 
     python -m benchmarks.bench_crypto [--records 3000] [--rounds 3]
 
-Rows, each the best of ``--rounds`` runs on a fresh file store
-(``durability="flush"``, so the disk's fsync does not hide the cipher):
+Rows, each the best batch of 50 operations over ``--rounds`` runs on a
+fresh file store (``durability="flush"``, so the disk's fsync does not hide
+the cipher):
 
 - ``gated sealed``: a namespace with a consent category, granted: every
   value sealed with AES-256-GCM on write, opened on read;
@@ -40,18 +41,24 @@ def _run(consent: str | None, n: int) -> dict[str, float]:
             if consent:
                 mm.consent.grant(consent)
             mm.write("bench.turns", "warmup", VALUE)
-            t0 = time.perf_counter()
-            for i in range(n):
-                mm.write("bench.turns", f"k{i}", {**VALUE, "n": i})
-            t1 = time.perf_counter()
+            # The best batch of 50, not the mean: on a shared machine the
+            # best batch is the one no other process interrupted.
+            write = read = float("inf")
+            for b in range(0, n, 50):
+                t0 = time.perf_counter()
+                for i in range(b, b + 50):
+                    mm.write("bench.turns", f"k{i}", {**VALUE, "n": i})
+                write = min(write, (time.perf_counter() - t0) / 50)
             for _ in range(3):
-                for i in range(n):
-                    mm.read("bench.turns", f"k{i}")
-            t2 = time.perf_counter()
-    return {"write_us": (t1 - t0) / n * 1e6, "read_us": (t2 - t1) / (3 * n) * 1e6}
+                for b in range(0, n, 50):
+                    t0 = time.perf_counter()
+                    for i in range(b, b + 50):
+                        mm.read("bench.turns", f"k{i}")
+                    read = min(read, (time.perf_counter() - t0) / 50)
+    return {"write_us": write * 1e6, "read_us": read * 1e6}
 
 
-def _wrapper(n: int) -> dict[str, float]:
+def _wrapper() -> dict[str, float]:
     from hrm_memory.storage import FileBackend
     from hrm_memory.storage.keys import EnvKeys
     from hrm_memory.storage.sealed import SealedBackend
@@ -71,19 +78,19 @@ def _wrapper(n: int) -> dict[str, float]:
         for name, fn in (("seal_ns", lambda: cipher.seal("g", "bench.turns", "k", plain)),
                          ("open_ns", lambda: cipher.open("g", "bench.turns", "k", sealed_value))):
             best = float("inf")
-            for _ in range(5):
+            for _ in range(300):
                 t0 = time.perf_counter_ns()
-                for _ in range(n // 10):
+                for _ in range(300):
                     fn()
-                best = min(best, (time.perf_counter_ns() - t0) / (n // 10))
+                best = min(best, (time.perf_counter_ns() - t0) / 300)
             out[name] = best
         for name, get in (("bare_get_ns", fb.get), ("wrapped_get_ns", sealed.get)):
             best = float("inf")
-            for _ in range(5):
+            for _ in range(300):
                 t0 = time.perf_counter_ns()
-                for _ in range(n):
+                for _ in range(1000):
                     get("bench.plain", "k")
-                best = min(best, (time.perf_counter_ns() - t0) / n)
+                best = min(best, (time.perf_counter_ns() - t0) / 1000)
             out[name] = best
         fb.close()
     return out
@@ -112,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {r['write_us']:.1f} | {r['read_us']:.2f} |")
     extra: dict[str, Any] = {}
     if not args.ungated_only and args.wrapper:
-        extra = _wrapper(200_000)
+        extra = _wrapper()
         print(f"\nbackend get of a cached ungated record: bare {extra['bare_get_ns']:.0f} ns, "
               f"through the sealing wrapper {extra['wrapped_get_ns']:.0f} ns")
         print(f"cipher alone, a {len(json.dumps(VALUE))}-byte value: seal {extra['seal_ns'] / 1000:.1f} µs, "

@@ -718,12 +718,16 @@ def group_of(specs: dict[str, NamespaceSpec]) -> GroupOf:
     with ``encrypt=True``, the same for its kept history (``_h.<name>``),
     None for the rest (stored as it is)."""
 
-    def of(namespace: str) -> str | None:
-        spec = specs.get(namespace[len(HISTORY_PREFIX):] if namespace.startswith(HISTORY_PREFIX) else namespace)
+    cut = len(HISTORY_PREFIX)
+
+    def of(namespace: str) -> str | None:  # on every read and write: the common case first
+        spec = specs.get(namespace)
         if spec is None:
-            return None
-        if spec.consent is not None:
-            return spec.consent
+            if not namespace.startswith(HISTORY_PREFIX) or (spec := specs.get(namespace[cut:])) is None:
+                return None
+        consent = spec.consent
+        if consent is not None:
+            return consent
         return f"ns:{spec.name}" if spec.encrypt else None
 
     return of
