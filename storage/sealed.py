@@ -179,6 +179,12 @@ class SealedBackend:
         self.capabilities = inner.capabilities
         # The lock is the inner backend's own method (taken on every write).
         self.lock: Callable[..., AbstractContextManager[Any]] = inner.lock
+        #: ``get(namespace, key)`` and ``put(namespace, key, value, now_us,
+        #: min_version=1, created_us=None)`` of the Backend protocol: the
+        #: inner backend's, opening and sealing the values of sealed namespaces.
+        self.get: Callable[[str, str], Stored | None]
+        self.put: Callable[..., Stored]
+        self.get, self.put = self._records()
 
     def __repr__(self) -> str:
         return f"SealedBackend({self.inner!r})"
@@ -202,23 +208,29 @@ class SealedBackend:
     def _opened(self, group: str, namespace: str, st: Stored) -> Stored:
         return st._replace(value=self.cipher.open(group, namespace, st.key, st.value))
 
-    def get(self, namespace: str, key: str) -> Stored | None:
-        st = self.inner.get(namespace, key)
-        if st is None:
-            return None
-        group = self.group_of(namespace)
-        return st if group is None else self._opened(group, namespace, st)
+    def _records(self) -> tuple[Callable[[str, str], Stored | None], Callable[..., Stored]]:
+        """``get`` and ``put``, as closures over what they use: they run on
+        every read and write, and an ungated namespace's should cost the
+        inner backend's call and one look-up, no more."""
+        inner_get, inner_put, group_of = self.inner.get, self.inner.put, self.group_of
+        opened, seal = self._opened, self.cipher.seal
 
-    def put(
-        self, namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1, created_us: int | None = None
-    ) -> Stored:
-        group = self.group_of(namespace)
-        if group is None:
-            return self.inner.put(namespace, key, value, now_us, min_version, created_us)
-        st = self.inner.put(
-            namespace, key, self.cipher.seal(group, namespace, key, value), now_us, min_version, created_us
-        )
-        return st._replace(value=value)
+        def get(namespace: str, key: str) -> Stored | None:
+            st = inner_get(namespace, key)
+            if st is None:
+                return None
+            group = group_of(namespace)
+            return st if group is None else opened(group, namespace, st)
+
+        def put(namespace: str, key: str, value: bytes, now_us: int, min_version: int = 1,
+                created_us: int | None = None) -> Stored:
+            group = group_of(namespace)
+            if group is None:
+                return inner_put(namespace, key, value, now_us, min_version, created_us)
+            st = inner_put(namespace, key, seal(group, namespace, key, value), now_us, min_version, created_us)
+            return st._replace(value=value)
+
+        return get, put
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:
         old = self.inner.delete(namespace, key, now_us)

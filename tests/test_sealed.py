@@ -391,3 +391,21 @@ def test_rotation_survives_sigkill_at_any_point(tmp_path: Path) -> None:
         for k, v in acked.items():
             assert mm.read(NS, k) == v
         assert mm.check() == []
+
+
+def test_the_async_twin_rotates_too(tmp_path: Path) -> None:
+    import asyncio
+
+    from hrm_memory import AsyncMemoryManager
+
+    async def run() -> None:
+        async with AsyncMemoryManager(tmp_path / "store") as am:
+            await am.declare(SPEC)
+            await am.consent.grant("conversation")
+            await am.write(NS, "a", {"text": CANARY})
+            old = am.manager.keys.ids("conversation")
+            rotation = await am.rotate_keys("conversation", wait=True)
+            assert rotation.destroyed == old and rotation.resealed >= 1  # the record, and its history's bookkeeping
+            assert await am.read(NS, "a") == {"text": CANARY}
+
+    asyncio.run(run())
