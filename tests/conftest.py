@@ -75,6 +75,20 @@ def no_leaks() -> Iterator[None]:
     assert not leaked_threads, f"threads leaked: {leaked_threads}"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def key_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Data keys of sealed namespaces go to a folder of this run, never to
+    the user's ~/.config (each store's key file is named by its own id)."""
+    where = tmp_path_factory.mktemp("keys")
+    old = os.environ.get("HRM_MEMORY_KEYS")
+    os.environ["HRM_MEMORY_KEYS"] = str(where)
+    yield where
+    if old is None:
+        os.environ.pop("HRM_MEMORY_KEYS", None)
+    else:
+        os.environ["HRM_MEMORY_KEYS"] = old
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "store"

@@ -127,7 +127,8 @@ def test_consent_nothing_reaches_redis_before_grant_and_purge_removes_it(tmp_pat
             assert CANARY.encode() not in dump_prefix(url)
             assert not any(CANARY.encode() in p.read_bytes() for p in server.dir.rglob("*") if p.is_file())
             assert mm.consent.grant("conversation")["persisted"] == {ns: 1}
-            assert CANARY.encode() in dump_prefix(url)
+            assert CANARY.encode() not in dump_prefix(url)  # persisted sealed: ciphertext only
+            assert b"hrmenc:1:" in dump_prefix(url)
             mm.update(ns, "turn", lambda v: {**v, "again": CANARY})
             result = mm.consent.revoke("conversation", purge=True)
             assert result["purged"][ns]["warm"] == 1 and result["purged"][ns]["rewrite"] >= 1

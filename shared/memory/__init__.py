@@ -32,6 +32,7 @@ from hrm_memory.core.errors import (
     InvalidNamespace,
     InvalidSpec,
     InvalidValue,
+    KeyUnavailable,
     LegacyChanged,
     LockTimeout,
     MemoryStoreError,
@@ -49,8 +50,11 @@ from hrm_memory.core.errors import (
     Unsupported,
     UnsupportedFormat,
     ValueTooLarge,
+    WrongKey,
 )
 from hrm_memory.core.events import Subscription
+from hrm_memory.storage.keys import DataKey, EnvKeys, FileKeys, KeyProvider
+from hrm_memory.storage.sealed import Rotation
 from hrm_memory.manager import Consent, MemoryManager, Scope, default_root
 from hrm_memory.core.ops import (
     ArchiveOp,
@@ -108,13 +112,16 @@ __all__ = [
     "CorruptRecord",
     "CursorExpired",
     "CursorOp",
+    "DataKey",
     "DeclareOp",
     "DeleteOp",
     "DuplicateMemory",
+    "EnvKeys",
     "Event",
     "EventsSinceOp",
     "ExpandOp",
     "ExportOp",
+    "FileKeys",
     "Finding",
     "ForgetOp",
     "GetOp",
@@ -134,6 +141,8 @@ __all__ = [
     "InvalidSpec",
     "InvalidValue",
     "Keep",
+    "KeyProvider",
+    "KeyUnavailable",
     "LegacyChanged",
     "LockTimeout",
     "MemoryManager",
@@ -154,6 +163,7 @@ __all__ = [
     "Registry",
     "RememberOp",
     "Remembered",
+    "Rotation",
     "SchemaViolation",
     "Scope",
     "StatsOp",
@@ -171,6 +181,7 @@ __all__ = [
     "UpdateOp",
     "ValueTooLarge",
     "Version",
+    "WrongKey",
     "default_root",
     "setup_tracing",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -62,6 +63,7 @@ from hrm_memory.context.render import Context
 from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
 from hrm_memory.history.keeper import Version
+from hrm_memory.storage.sealed import Rotation
 
 _END = object()
 
@@ -429,6 +431,13 @@ class AsyncMemoryManager(AsyncOperations):
     async def undeclare(self, namespace: str, *, purge: bool = False) -> dict[str, int]:
         """See :meth:`MemoryManager.undeclare`."""
         return await self._run(UndeclareOp(namespace, purge))  # type: ignore[no-any-return]
+
+    async def rotate_keys(self, category: str, *, wait: bool = False) -> Rotation:
+        """See :meth:`MemoryManager.rotate_keys` (the reseal runs in its own
+        thread; with ``wait=True`` it is awaited on the pool, never on the loop)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, functools.partial(self.manager.rotate_keys, category, wait=wait)
+        )
 
     async def archive(self, now: float | None = None) -> dict[str, int]:
         """See :meth:`MemoryManager.archive`."""

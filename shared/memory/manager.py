@@ -59,7 +59,7 @@ from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
 from hrm_memory.history.forget import Forget
-from hrm_memory.history.keeper import History, Version
+from hrm_memory.history.keeper import PREFIX as HISTORY_PREFIX, History, Version
 from hrm_memory.history.importer import Importer
 from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
@@ -71,8 +71,10 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
+from hrm_memory.storage.keys import FileKeys, KeyProvider, keys_dir
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
 from hrm_memory.storage.memory import MemoryBackend
+from hrm_memory.storage.sealed import GroupOf, Rotation, SealedBackend, StoreId
 from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -406,6 +408,12 @@ class MemoryManager(Operations):
         text score scaled by the best one and the cosine scaled to [0, 1],
         weighted 0.9/0.1; the measured winner on LoCoMo, see BENCHMARKS.md)
         or ``"rrf"`` (reciprocal rank).
+    keys:
+        Where the data keys of sealed namespaces (every consent-gated one,
+        and those declared with ``encrypt=True``) come from: a
+        :class:`~hrm_memory.storage.keys.KeyProvider`. Default: a key file
+        outside the store, ``$HRM_MEMORY_KEYS/<store id>.json`` (else
+        ``~/.config/hrm-memory/keys/``); docs/storage.md.
 
     Thread-safe. Opening reads no stored data, so it costs the same at any size.
     """
@@ -428,6 +436,7 @@ class MemoryManager(Operations):
         notifications: bool = True,
         embed: Any = None,
         fusion: str = "weighted",
+        keys: KeyProvider | None = None,
     ) -> None:
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability must be one of {DURABILITY}, not {durability!r}")
@@ -467,11 +476,17 @@ class MemoryManager(Operations):
         self.backend: Backend = backend
         self.locking = bool(locking)
         self.durability = durability
+        self._rotations: list[Rotation] = []
         try:
+            registry = Registry(seed() if namespaces is None else namespaces)
+            if keys is None:
+                store_id = StoreId(backend)
+                keys = FileKeys(lambda: keys_dir() / f"{store_id.get()}.json")
+            sealed = SealedBackend(backend, group_of(registry.specs), keys, functools.partial(sealed_names, registry))
             core = Core(
-                backend,
+                sealed,
                 HotTier(),
-                Registry(seed() if namespaces is None else namespaces),
+                registry,
                 CodecRegistry(seed_codecs() if codecs is None else codecs),
                 Tracing(
                     tracer_provider,
@@ -488,6 +503,11 @@ class MemoryManager(Operations):
             raise
         # A store that does not persist keeps its derived data in memory too.
         index_dir = None if self.root is None or PERSISTENT not in backend.capabilities else self.root / "index"
+        self._sealed = sealed
+        #: Where the data keys of sealed namespaces come from (the ``keys`` given, or the key file).
+        self.keys: KeyProvider = keys
+        core.on_consent(self._shred_revoked)
+        core.on_purge(self._shred_purged)
         self._pipeline = compose(core, TextIndex(index_dir), TextIndex(None), embed, fusion)
         self._run = self._pipeline.run
         self.consent = Consent(self._pipeline)
@@ -501,8 +521,56 @@ class MemoryManager(Operations):
     def close(self) -> None:
         """Release files and locks. Idempotent. Hot-tier data ends here.
         Every subscription ends (an async twin's iterators raise
-        :class:`StoreClosed`) and its threads are stopped."""
+        :class:`StoreClosed`) and its threads are stopped. A key rotation
+        still running stops (its older keys stay; a later :meth:`rotate_keys`
+        finishes it)."""
+        for rotation in self._rotations:
+            rotation.cancel()
         self._pipeline.close()
+
+    # -- sealed namespaces ------------------------------------------------------------
+
+    def _shred_revoked(self, category: str, granted: bool, purged: bool) -> None:
+        """Consent revoked with purge: destroy the category's keys, so every
+        copy of its records anywhere (backups, replicas, exports) stays ciphertext."""
+        if not granted and purged:
+            self._sealed.shred(category)
+
+    def _shred_purged(self, namespace: str) -> None:
+        """A namespace sealed under a key of its own was purged: destroy that key."""
+        self._sealed.shred(f"ns:{namespace}")
+
+    def rotate_keys(self, category: str, *, wait: bool = False) -> Rotation:
+        """Make a new data key for ``category`` (a consent category, or the
+        name of a namespace declared with ``encrypt=True``) and reseal its
+        records with it in the background; the older keys are destroyed once
+        no record needs them. Reads and writes go on meanwhile. Returns the
+        :class:`~hrm_memory.storage.sealed.Rotation` (``wait()``, ``done``,
+        ``resealed``, ``destroyed``); ``wait=True`` returns it finished."""
+        if self.closed:
+            from hrm_memory.core.errors import StoreClosed
+
+            raise StoreClosed("the memory manager is closed")
+        self._pipeline.core.load_declared()
+        specs = [s for s in self._pipeline.core.registry if s.tier != "hot"]
+        if category in CONSENT_CATEGORIES:
+            group, names = category, [s.name for s in specs if s.consent == category]
+        else:
+            spec = self._pipeline.core.spec(category)
+            if spec.consent is not None or not spec.encrypt:
+                raise InvalidArgument(
+                    f"rotate_keys() takes a consent category or a namespace declared with encrypt=True, "
+                    f"not {category!r}"
+                )
+            group, names = f"ns:{spec.name}", [spec.name]
+        self.keys.create(group)
+        namespaces = [n for name in names for n in (name, HISTORY_PREFIX + name)]
+        rotation = Rotation(self._sealed, group, namespaces)
+        self._rotations = [r for r in self._rotations if not r.done] + [rotation]
+        rotation.start()
+        if wait:
+            rotation.wait()
+        return rotation
 
     @property
     def closed(self) -> bool:
@@ -667,6 +735,33 @@ class Consent:
         records and their log lines, its cold archive, quarantined copies).
         Returns counts per namespace."""
         return self._pipeline.run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
+
+
+def group_of(specs: dict[str, NamespaceSpec]) -> GroupOf:
+    """``namespace -> key group`` over the live registry ``specs``: the
+    consent category of a gated namespace, ``"ns:<name>"`` for one declared
+    with ``encrypt=True``, the same for its kept history (``_h.<name>``),
+    None for the rest (stored as it is)."""
+
+    cut = len(HISTORY_PREFIX)
+
+    def of(namespace: str) -> str | None:  # on every read and write: the common case first
+        spec = specs.get(namespace)
+        if spec is None:
+            if not namespace.startswith(HISTORY_PREFIX) or (spec := specs.get(namespace[cut:])) is None:
+                return None
+        consent = spec.consent
+        if consent is not None:
+            return consent
+        return f"ns:{spec.name}" if spec.encrypt else None
+
+    return of
+
+
+def sealed_names(registry: Registry) -> list[str]:
+    """The persisted namespaces whose values are sealed, and their kept history."""
+    return [n for s in registry if s.tier != "hot" and (s.consent is not None or s.encrypt)
+            for n in (s.name, HISTORY_PREFIX + s.name)]
 
 
 def _op_list(ops: Any) -> list[Any]:

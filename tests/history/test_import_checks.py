@@ -94,7 +94,10 @@ def test_the_cli_import_holds_gated_records_unless_told(tmp_path: Path) -> None:
     assert files_holding(tmp_path / "dst", canary.encode()) == []
     res = subprocess.run([*cli, "import", "--apply-consent", str(path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert files_holding(tmp_path / "dst", canary.encode()) != []
+    assert files_holding(tmp_path / "dst", canary.encode()) == []  # persisted sealed
+    with MemoryManager(tmp_path / "dst") as mm:
+        rec = mm.get_record("focus.conversation", "turn-1")
+        assert rec is not None and rec.persisted and rec.value == {"text": canary}
 
 
 # -- bad lines -------------------------------------------------------------------------

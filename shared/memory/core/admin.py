@@ -140,10 +140,12 @@ class Admin:
         gated = [s for s in self.core.registry if s.consent == category and s.tier != "hot"]
         if grant:
             persisted = {s.name: n for s in gated if (n := self._persist_session(s, trace_id))}
+            self.core.decided(category, True, False)
             return {"category": category, "granted": True, "persisted": persisted}
         purged = {s.name: self.core.backend.purge(s.name) for s in gated} if purge else {}
         for name in purged:
             self.core.purged(name)
+        self.core.decided(category, False, purge)
         return {"category": category, "granted": False, "purged": purged}
 
     def _persist_session(self, spec: NamespaceSpec, trace_id: str) -> int:

@@ -199,6 +199,20 @@ class UnsupportedFormat(MemoryStoreError, ValueError):
     Nothing was imported."""
 
 
+class KeyUnavailable(MemoryStoreError, LookupError):
+    """A sealed (encrypted) record cannot be opened because its data key is
+    not here: the key file is missing or another one, the key was destroyed
+    (consent revoked with purge), or a key provider has no key for the group
+    (attributes ``namespace``, ``key``, ``group``, ``key_id``, ``where``).
+    Nothing was changed; the record's bytes stay as they are."""
+
+
+class WrongKey(KeyUnavailable):
+    """A sealed record names a key that is here but does not open it: the
+    key is not the one it was sealed with, or the record's bytes (or the
+    namespace and key it is bound to) were altered. Nothing was changed."""
+
+
 class StorageError(MemoryStoreError, OSError):
     """The file system refused a write (disk full, read-only, permission).
 
@@ -223,6 +237,7 @@ __all__ = [
     "InvalidNamespace",
     "InvalidSpec",
     "InvalidValue",
+    "KeyUnavailable",
     "LegacyChanged",
     "LockTimeout",
     "MemoryStoreError",
@@ -240,4 +255,5 @@ __all__ = [
     "Unsupported",
     "UnsupportedFormat",
     "ValueTooLarge",
+    "WrongKey",
 ]

@@ -157,6 +157,10 @@ class NamespaceSpec:
       :meth:`MemoryManager.history` and ``as_of`` reads; None keeps none.
       Only persisted versions are kept: never for a hot namespace, nor for
       values of a gated namespace held while consent is not granted.
+    - ``encrypt``: seal the values at rest (docs/storage.md, "Sealed
+      namespaces") under a key of the namespace's own. A namespace with a
+      ``consent`` category is sealed whatever this says, under its
+      category's key.
     """
 
     name: str
@@ -172,6 +176,7 @@ class NamespaceSpec:
     index: tuple[str, ...] | None = None
     kind: str | None = None
     history: Keep | None = None
+    encrypt: bool = False
 
     def __post_init__(self) -> None:
         # Every field is checked here, so a bad spec never reaches a registry
@@ -234,6 +239,8 @@ class NamespaceSpec:
                 raise bad("history", "None or Keep(versions=N, days=D)")
             if self.tier == "hot":
                 raise bad("history", "None for a hot namespace (its records live in this process only)")
+        if type(self.encrypt) is not bool:
+            raise bad("encrypt", "a bool")
         if self.owner is None:
             object.__setattr__(self, "owner", self.name.split(".", 1)[0])
 
@@ -248,6 +255,8 @@ class NamespaceSpec:
             data["index"] = list(self.index)
         if self.history is None:
             del data["history"]  # as declarations made before the field existed were stored
+        if not self.encrypt:
+            del data["encrypt"]  # likewise
         return data
 
     @classmethod

@@ -125,6 +125,9 @@ class Core:
         #: Told the name of a namespace whose data was just purged (derived
         #: data held by a component, such as the recall index, goes too).
         self.purge_listeners: list[Callable[[str], None]] = []
+        #: Told ``(category, granted, purged)`` after a consent decision is
+        #: recorded and carried out (a revoke's purge done).
+        self.consent_listeners: list[Callable[[str, bool, bool], None]] = []
         #: ``check(fix) -> findings`` of what components keep beside the backend
         #: (the recall index's file), run by ``check()`` after the backend's.
         self.checkers: list[Callable[[bool], list[Finding]]] = []
@@ -382,6 +385,15 @@ class Core:
     def on_purge(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(namespace)`` after a namespace's data is purged."""
         self.purge_listeners.append(listener)
+
+    def on_consent(self, listener: Callable[[str, bool, bool], None]) -> None:
+        """Call ``listener(category, granted, purged)`` after each consent decision."""
+        self.consent_listeners.append(listener)
+
+    def decided(self, category: str, granted: bool, purged: bool) -> None:
+        """A consent decision was carried out: tell the components that act on it."""
+        for listener in self.consent_listeners:
+            listener(category, granted, purged)
 
     def purged(self, namespace: str) -> None:
         """A namespace's data was purged: tell the components that derive data from it."""
