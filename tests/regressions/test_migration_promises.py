@@ -187,7 +187,9 @@ def test_purge_removes_real_conversation_text_when_the_file_was_cut_off(tmp_path
     with store(root) as mm:
         assert engine.apply(mm, legacy).ok
         assert engine.verify(mm, legacy).ok
-    assert files_containing(root, canary)
+        assert engine.export(mm, tmp_path / "out").ok  # the text is in the store: it exports back
+    assert canary.encode() in (tmp_path / "out" / legacy.name / CONVERSATION).read_bytes()
+    assert files_containing(root, canary) == [], "the imported text is persisted sealed: ciphertext only"
     with store(root) as mm:
         mm.consent.revoke("conversation", purge=True)
     assert files_containing(root, canary) == []
