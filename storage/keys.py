@@ -189,7 +189,14 @@ class FileKeys:
     def get(self, group: str, key_id: str) -> bytes | None:
         with self._lock:
             self._fresh()
-            return self._secrets.get((group, key_id))
+            found = self._secrets.get((group, key_id))
+            if found is None:
+                # A key id this process has not seen is news: another process
+                # made it since the last look, which may be under STALE_AFTER old.
+                self._looked = 0.0
+                self._fresh()
+                found = self._secrets.get((group, key_id))
+            return found
 
     def ids(self, group: str) -> list[str]:
         with self._lock:
