@@ -25,8 +25,10 @@ CLI = [sys.executable, "-m", "hrm_memory.cli.main"]
 READY = re.compile(r"serving (http://\S+) ")
 
 
-def cli_args(root: Path, *args: str, trace_file: Path | None = None) -> list[str]:
+def cli_args(root: Path, *args: str, trace_file: Path | None = None, backend: str | None = None) -> list[str]:
     out = ["--root", str(root)]
+    if backend is not None:
+        out += ["--backend", backend]
     if trace_file is not None:
         out += ["--trace", "jsonl", "--trace-file", str(trace_file)]
     return [*out, "mcp", *args]
@@ -39,11 +41,12 @@ def server_env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(root: Path, *args: str, errlog: Path,
-                        trace_file: Path | None = None) -> AsyncIterator[ClientSession]:
-    """A session with a stdio server started on ``root``; its stderr goes to ``errlog``."""
-    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], *cli_args(root, *args, trace_file=trace_file)],
-                                   env=server_env())
+async def stdio_session(root: Path, *args: str, errlog: Path, trace_file: Path | None = None,
+                        backend: str | None = None) -> AsyncIterator[ClientSession]:
+    """A session with a stdio server started on ``root`` (and ``backend``); its stderr goes to ``errlog``."""
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], *cli_args(root, *args, trace_file=trace_file, backend=backend)],
+        env=server_env())
     with errlog.open("a", encoding="utf-8") as err:
         async with stdio_client(params, errlog=err) as (read, write):
             async with ClientSession(read, write) as session:

@@ -30,7 +30,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -323,13 +323,14 @@ class Store:
             return Cli(self.root, self.url)
         if name.startswith("mcp"):
             pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'hrm-memory[mcp]'")
-            args = ["--backend", self.url] if self.url else []
+            from tests.helpers.mcp_servers import stdio_session
+
             scope = ["--scope", "altitude"] if name == "mcp --scope" else []
             errlog = self.tmp / f"{name.replace(' ', '_')}.err"
-            root = self.root
+            root, url = self.root, self.url
 
             def opener() -> AbstractAsyncContextManager[Any]:
-                return _session(root, args, scope, errlog)
+                return stdio_session(root, *scope, errlog=errlog, backend=url)
 
             mcp = Mcp(self.loop, opener, bool(scope))
             self.closers.append(mcp.close)
@@ -365,26 +366,6 @@ class Store:
             finally:
                 client.close()
         return found
-
-
-def _session(root: Path, args: list[str], scope: list[str], errlog: Path) -> AbstractAsyncContextManager[Any]:
-    """A stdio MCP session on ``root`` (``--backend`` before the command, ``--scope`` after it)."""
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    from tests.helpers.mcp_servers import CLI, server_env
-
-    @asynccontextmanager
-    async def opened() -> Any:
-        params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "--root", str(root), *args, "mcp", *scope],
-                                       env=server_env())
-        with errlog.open("a", encoding="utf-8") as err:
-            async with stdio_client(params, errlog=err) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    yield session
-
-    return opened()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
