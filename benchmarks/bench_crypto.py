@@ -60,16 +60,16 @@ def _run(consent: str | None, n: int) -> dict[str, float]:
 
 def _wrapper() -> dict[str, float]:
     from hrm_memory.storage import FileBackend
-    from hrm_memory.storage.keys import EnvKeys
-    from hrm_memory.storage.sealed import SealedBackend
+    from hrm_memory.storage.sealed.keys import EnvKeys
+    from hrm_memory.storage.sealed.backend import SealedBackend
 
     with tempfile.TemporaryDirectory() as tmp:
         fb = FileBackend(Path(tmp) / "store", durability="flush", signal_log=False)
         sealed = SealedBackend(fb, lambda ns: None, EnvKeys("HRM_BENCH_NO_KEYS"))
         fb.put("bench.plain", "k", b'{"a":1}', time.time_ns() // 1000)
         out = {}
-        from hrm_memory.storage.keys import DataKey, make_keyring
-        from hrm_memory.storage.sealed import Cipher
+        from hrm_memory.storage.sealed.keys import DataKey, make_keyring
+        from hrm_memory.storage.sealed.backend import Cipher
 
         os.environ["HRM_BENCH_KEYS"] = make_keyring({"g": [DataKey("k1", os.urandom(32))]})
         cipher = Cipher(EnvKeys("HRM_BENCH_KEYS"))

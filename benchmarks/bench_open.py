@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from hrm_memory import MemoryManager, NamespaceSpec
-from hrm_memory.storage.warm import bucket_of
+from hrm_memory.storage.file.warm.tier import bucket_of
 
 from .harness import (
     DEFAULT_BENCH_DIR,

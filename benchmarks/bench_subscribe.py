@@ -129,7 +129,7 @@ def hot_write_vs_log_append(n: int = 20_000, rounds: int = 5) -> tuple[float, fl
     write (``altitude.session``, untraced) and one change-log append, what
     logging every hot change would add to it."""
     from hrm_memory import MemoryManager
-    from hrm_memory.storage.signal_log import FileChangeLog
+    from hrm_memory.storage.file.changes import FileChangeLog
 
     hot: list[float] = []
     append: list[float] = []

@@ -10,7 +10,7 @@ byte for byte. The reasoning, learning and focus tables are new.
 Aliases and value codes are chosen to save *tokens*, not characters: o200k_base
 reads ``timestamp`` or ``summary`` as one token already, so such fields keep
 their names; an alias is declared only where the field costs two or more
-tokens and the alias one (tests/test_tokens.py checks that no alias or code
+tokens and the alias one (tests/context/test_tokens.py checks that no alias or code
 costs more tokens than what it replaces).
 
 ``NAMESPACE_CODECS`` says which namespace uses which codec.

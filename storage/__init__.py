@@ -1,28 +1,33 @@
-"""Storage: the default file backend and its parts.
+"""Storage: the backends and the tiers they are made of.
 
-``FileBackend`` implements :class:`hrm_memory.core.backend.Backend` over files
-under one root: warm (checksummed JSON logs), cold (archive), flock locks and
-the file change log. ``HotTier`` is process memory (session namespaces and
-gated values awaiting consent), which the pipeline keeps for every backend.
-``MemoryBackend`` (``memory://``) is the reference backend, every record in
-process memory. ``RedisBackend`` (several hosts, one Redis server) is
-imported on first use: redis-py is the optional extra ``redis``. Nothing here imports the manager or
-the pipeline.
+- ``file/``: the default backend, files under one root: the warm tier
+  (``file/warm/``: checksummed JSON logs in buckets), the cold archive, flock
+  locks and the file change log.
+- ``redis/``: one Redis server or a Redis Cluster, for stores shared by hosts;
+  imported on first use (redis-py is the optional extra ``redis``).
+- ``memory.py``: ``memory://``, the reference backend, every record in process
+  memory.
+- ``sealed/``: the wrapper that encrypts consent-gated namespaces on any
+  backend, and the key providers it reads.
+- ``hot.py``: process memory for hot namespaces and gated values awaiting
+  consent, which the pipeline keeps for every backend.
+
+Nothing here imports the manager or the pipeline.
 """
 
 from typing import Any
 
-from .cold import ColdTier
-from .file import DURABILITY, FileBackend
-from .hot import HotTier, ReadCache
-from .memory import MemoryBackend
-from .signal_log import FileChangeLog
-from .warm import WarmTier
+from hrm_memory.storage.file.backend import DURABILITY, FileBackend
+from hrm_memory.storage.file.changes import FileChangeLog
+from hrm_memory.storage.file.cold import ColdTier
+from hrm_memory.storage.file.warm.tier import WarmTier
+from hrm_memory.storage.hot import HotTier, ReadCache
+from hrm_memory.storage.memory import MemoryBackend
 
 
 def __getattr__(name: str) -> Any:
     if name == "RedisBackend":
-        from .redis_backend import RedisBackend
+        from hrm_memory.storage.redis.backend import RedisBackend
 
         return RedisBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,8 +53,8 @@ from hrm_memory.core.errors import (
     WrongKey,
 )
 from hrm_memory.core.events import Subscription
-from hrm_memory.storage.keys import DataKey, EnvKeys, FileKeys, KeyProvider
-from hrm_memory.storage.sealed import Rotation
+from hrm_memory.storage.sealed.keys import DataKey, EnvKeys, FileKeys, KeyProvider
+from hrm_memory.storage.sealed.backend import Rotation
 from hrm_memory.manager import Consent, MemoryManager, Scope, default_root
 from hrm_memory.core.ops import (
     ArchiveOp,

@@ -63,7 +63,7 @@ from hrm_memory.context.render import Context
 from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
 from hrm_memory.history.keeper import Version
-from hrm_memory.storage.sealed import Rotation
+from hrm_memory.storage.sealed.backend import Rotation
 
 _END = object()
 

@@ -71,10 +71,10 @@ from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
-from hrm_memory.storage.keys import FileKeys, KeyProvider, keys_dir
+from hrm_memory.storage.sealed.keys import FileKeys, KeyProvider, keys_dir
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
 from hrm_memory.storage.memory import MemoryBackend
-from hrm_memory.storage.sealed import GroupOf, Rotation, SealedBackend, StoreId
+from hrm_memory.storage.sealed.backend import GroupOf, Rotation, SealedBackend, StoreId
 from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -411,7 +411,7 @@ class MemoryManager(Operations):
     keys:
         Where the data keys of sealed namespaces (every consent-gated one,
         and those declared with ``encrypt=True``) come from: a
-        :class:`~hrm_memory.storage.keys.KeyProvider`. Default: a key file
+        :class:`~hrm_memory.storage.sealed.keys.KeyProvider`. Default: a key file
         outside the store, ``$HRM_MEMORY_KEYS/<store id>.json`` (else
         ``~/.config/hrm-memory/keys/``); docs/storage.md.
 
@@ -453,11 +453,11 @@ class MemoryManager(Operations):
         elif isinstance(backend, str):
             # "redis://host:port/db[?prefix=...]": the Redis backend, imported
             # only when asked for (redis-py is the optional extra "redis").
-            from hrm_memory.storage.redis_url import any_scheme_of, refusal
+            from hrm_memory.storage.redis.url import any_scheme_of, refusal
 
             if any_scheme_of(backend) is None:  # never quote the string: it may hold a password
                 raise InvalidArgument(f"backend= takes a Backend, memory:// or a Redis URL: {refusal(backend)}")
-            from hrm_memory.storage.redis_backend import RedisBackend
+            from hrm_memory.storage.redis.backend import RedisBackend
 
             backend = RedisBackend(backend, lock_timeout=lock_timeout, signal_log=signal_log)
             self.root = Path(root).absolute() if root is not None else None
@@ -545,7 +545,7 @@ class MemoryManager(Operations):
         name of a namespace declared with ``encrypt=True``) and reseal its
         records with it in the background; the older keys are destroyed once
         no record needs them. Reads and writes go on meanwhile. Returns the
-        :class:`~hrm_memory.storage.sealed.Rotation` (``wait()``, ``done``,
+        :class:`~hrm_memory.storage.sealed.backend.Rotation` (``wait()``, ``done``,
         ``resealed``, ``destroyed``); ``wait=True`` returns it finished."""
         if self.closed:
             from hrm_memory.core.errors import StoreClosed

@@ -1,4 +1,4 @@
-"""Worker processes for the Redis Cluster tests (tests/test_redis_cluster.py).
+"""Worker processes for the Redis Cluster tests (tests/redis_backend/test_redis_cluster.py).
 
 python -m tests.helpers.cluster_workers writer URL NAME NS,NS,...
     Print READY, wait for a line on stdin, then until stdin closes: for each

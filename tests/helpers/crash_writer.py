@@ -12,11 +12,11 @@ import time
 
 import orjson
 
-from hrm_memory import storage
+from hrm_memory.storage.file.warm import tier as warm_tier
 from hrm_memory import MemoryManager, NamespaceSpec
 
 # Compact often, so that kills also land inside compactions.
-storage.warm.COMPACT_MIN_GARBAGE = 4096
+warm_tier.COMPACT_MIN_GARBAGE = 4096
 
 SPECS = [NamespaceSpec("crash.data"), NamespaceSpec("crash.aged", ttl=1.0)]
 

@@ -59,7 +59,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hrm_memory import storage
+from hrm_memory.storage.file.warm import tier as warm_tier
 from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec
 
 SPECS = [
@@ -214,7 +214,7 @@ def serve(argv: list[str]) -> int:
 
 def mixed(argv: list[str]) -> int:
     root, seconds, seed, wid, log_path = argv[0], float(argv[1]), int(argv[2]), int(argv[3]), argv[4]
-    storage.warm.COMPACT_MIN_GARBAGE = 16 * 1024  # compact often, under the other processes' feet
+    warm_tier.COMPACT_MIN_GARBAGE = 16 * 1024  # compact often, under the other processes' feet
     rng = random.Random(seed)
     namespaces = ["t.mix", "t.mix2"]
     log: list[list[Any]] = []
@@ -282,12 +282,12 @@ def churn(argv: list[str]) -> int:
     return 0
 
 
-BIG_KEYS = [k for k in (f"u{i}" for i in range(5000)) if storage.warm.bucket_of(k) == 5][:8]
+BIG_KEYS = [k for k in (f"u{i}" for i in range(5000)) if warm_tier.bucket_of(k) == 5][:8]
 
 
 def bigwriter(argv: list[str]) -> int:
     root, seconds, wid = argv[0], float(argv[1]), int(argv[2])
-    storage.warm.COMPACT_MIN_GARBAGE = 1 << 62  # isolate appends from compaction
+    warm_tier.COMPACT_MIN_GARBAGE = 1 << 62  # isolate appends from compaction
     locking = "--locking" in argv
     with MemoryManager(root, locking=locking, durability="flush", namespaces=SPECS) as mm:
         print("READY", flush=True)
@@ -308,7 +308,7 @@ def bigwriter(argv: list[str]) -> int:
 
 def crashmix(argv: list[str]) -> int:
     root, seed, wid, nops = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
-    storage.warm.COMPACT_MIN_GARBAGE = 4096  # so that kills land inside compactions too
+    warm_tier.COMPACT_MIN_GARBAGE = 4096  # so that kills land inside compactions too
     rng = random.Random(seed)
     out = sys.stdout
     with MemoryManager(root, locking=True, durability="fsync", namespaces=SPECS) as mm:
@@ -540,7 +540,7 @@ def replay_check(mm: MemoryManager, ops: list[Op], in_flight: list[Op] = ()) -> 
 
 def _raw_version(mm: MemoryManager, ns: str, key: str) -> int:
     """The key's version including a tombstone (get_record hides deleted keys)."""
-    from hrm_memory.storage.warm import bucket_of
+    from hrm_memory.storage.file.warm.tier import bucket_of
 
     b = mm.backend.warm.files.bucket(ns, bucket_of(key))
     with b.lock:
@@ -556,8 +556,8 @@ def read_log(path: str) -> list[Op]:
 
 def ownwriter(argv: list[str]) -> int:
     root, seconds, wid = argv[0], float(argv[1]), int(argv[2])
-    storage.warm.COMPACT_MIN_GARBAGE = 64 * 1024  # compact often, under the other writer's feet
-    mine = [k for k in (f"w{wid}-{i}" for i in range(20000)) if storage.warm.bucket_of(k) == 5]
+    warm_tier.COMPACT_MIN_GARBAGE = 64 * 1024  # compact often, under the other writer's feet
+    mine = [k for k in (f"w{wid}-{i}" for i in range(20000)) if warm_tier.bucket_of(k) == 5]
     acked: dict[str, int] = {}
     with MemoryManager(root, durability="flush", namespaces=SPECS) as mm:
         print("READY", flush=True)

@@ -248,7 +248,7 @@ def owner(client: Any, key: str) -> int:
 
 def spread(cluster: RedisCluster, prefix: str, per_shard: int = 1) -> dict[int, list[str]]:
     """Candidate namespaces by the port of the primary that owns them."""
-    from hrm_memory.storage.redis_keys import KeyLayout
+    from hrm_memory.storage.redis.keys import KeyLayout
 
     client = py_client(cluster)
     try:

@@ -141,7 +141,7 @@ class RecallIndex:
         core.checkers.append(self.check)
 
     def check(self, fix: bool) -> list[Any]:
-        """The persisted index file: a damaged one is found and set aside (storage/index_health.py)."""
+        """The persisted index file: a damaged one is found and set aside (shared/memory/recall/index_health.py)."""
         return [] if self.disk is None else self.disk.check(fix)
 
     def indexes(self) -> Iterable[tuple[SearchIndex, bool]]:

@@ -48,12 +48,12 @@ CASCADE_BELOW = 0.5
 RECENCY_HALF_LIFE_DAYS = 30.0
 #: How much a passage that says when (a date, a weekday, a time) is lifted
 #: for a question about time (chosen on LoCoMo conversations 0-4 and the
-#: legacy data's own questions, tests/test_recall_passages.py).
+#: legacy data's own questions, tests/recall/test_recall_passages.py).
 TIME_BOOST = 1.25
 #: How much a passage that is the entry of whom or what a question about
 #: someone asks ("who is Bella?": the entry under "bella" in a map of people)
 #: is lifted, above passages that only mention the name (the legacy data's
-#: own question, tests/regressions/test_new_user_hour.py).
+#: own question, tests/newcomer/test_new_user_hour.py).
 ENTITY_BOOST = 1.25
 #: Reciprocal-rank fusion constant.
 RRF_K = 60

@@ -35,7 +35,7 @@ from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
 from hrm_memory.recall.text import light_stem as rt_stem
 from hrm_memory.storage import fsutil as _fs
-from hrm_memory.storage import index_health as health
+from hrm_memory.recall import index_health as health
 
 log = logging.getLogger("hrm_memory.recall")
 
@@ -459,7 +459,7 @@ class TextIndex:
     def erase(self, namespace: str, key: str) -> int:
         """Remove ``key``'s row and leave none of its text in the file
         (``MemoryManager.forget``): the row deleted with secure_delete on
-        (freed content is zeroed, so no VACUUM is needed: tests/test_forget.py
+        (freed content is zeroed, so no VACUUM is needed: tests/history/test_forget.py
         finds no copy without one), the full-text segments merged (the old
         ones held its terms), the WAL checkpointed and truncated."""
         with self._locked():

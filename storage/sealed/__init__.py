@@ -1,0 +1,11 @@
+"""Encryption at rest for consent-gated namespaces, on any backend.
+
+``backend.py`` wraps a backend and seals values with AES-GCM under a data key
+per consent category; ``keys.py`` keeps those keys apart from the store (a key
+file, or the environment) and destroys a category's key to shred its data.
+"""
+
+from hrm_memory.storage.sealed.backend import SealedBackend
+from hrm_memory.storage.sealed.keys import EnvKeys, FileKeys
+
+__all__ = ["EnvKeys", "FileKeys", "SealedBackend"]
