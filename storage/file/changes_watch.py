@@ -42,9 +42,10 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver, PollingObserverVFS
 
 try:
-    from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD
-except (ImportError, OSError):  # not Linux, or a watchdog without the shared inotify reader
-    InotifyFD = None  # type: ignore[assignment,misc]
+    from watchdog.observers.inotify_c import CallbackId, InotifyConstants, InotifyEvent, InotifyFD, Mask
+    HAS_INOTIFY_READER = True
+except (ImportError, OSError):  # not Linux, or a watchdog without the inotify reader
+    HAS_INOTIFY_READER = False
 
 #: Whether :func:`listen` uses the inotify reader directly where it exists
 #: (tests set it False to run the ``Observer`` path on Linux as well).
@@ -114,7 +115,7 @@ class _Generation:
             self.observer.start()
         return watch
 
-    def unwatch(self, directory: str, watch: Any) -> None:
+    def unwatch(self, watch: Any, handler: _Handler) -> None:
         if self.alive():
             self.observer.unschedule(watch)
 
@@ -133,8 +134,6 @@ class _Direct:
     directory was removed or replaced) is no longer alive for its listeners,
     who poll (its handler is marked dropped)."""
 
-    MASK = InotifyConstants.IN_MODIFY | InotifyConstants.IN_CREATE | InotifyConstants.IN_MOVED_TO if InotifyFD else 0
-
     def __init__(self) -> None:
         self.reader = InotifyFD()  # raises OSError when inotify has no instance or fd left
         self.reader.name = "hrm-memory-inotify"
@@ -142,16 +141,16 @@ class _Direct:
         self.started = False
 
     def watch(self, directory: str, handler: _Handler) -> Any:
-        callback = _DirectCallback(handler)
-        wd = self.reader.add_callback(os.fsencode(directory), self.MASK, callback, directory)
+        mask = Mask(InotifyConstants.IN_MODIFY | InotifyConstants.IN_CREATE | InotifyConstants.IN_MOVED_TO)
+        wd = self.reader.add_callback(os.fsencode(directory), mask, _DirectCallback(handler), CallbackId(id(handler)))
         if not self.started:
             self.reader.start()
             self.started = True
         return wd
 
-    def unwatch(self, directory: str, wd: Any) -> None:
+    def unwatch(self, wd: Any, handler: _Handler) -> None:
         if self.alive():
-            self.reader.remove_callbacks([(wd, directory)])
+            self.reader.remove_callbacks([(wd, CallbackId(id(handler)))])
 
     def alive(self) -> bool:
         return self.reader.is_alive()
@@ -216,7 +215,7 @@ class _Shared:
             if gen is not None and not gen.alive():
                 self._current = gen = None  # its listeners see it dead and poll; its threads stop with them
             if gen is None:
-                gen = _Direct() if DIRECT and InotifyFD is not None else _Generation()
+                gen = _Direct() if DIRECT and HAS_INOTIFY_READER else _Generation()
             watched = gen.watches.get(key)
             if watched is not None and watched[1].dropped:
                 del gen.watches[key]  # the directory was replaced: watch the new one (the old listeners poll)
@@ -248,7 +247,7 @@ class _Shared:
             if watched is not None and watched[1] is handler and not handler.wakes:
                 del gen.watches[listening.directory]
                 if gen.watches and not handler.dropped:
-                    gen.unwatch(listening.directory, watched[0])
+                    gen.unwatch(watched[0], handler)
             if not gen.watches:
                 stop = gen
                 if self._current is gen:

@@ -251,3 +251,26 @@ def test_an_observer_that_cannot_start_leaves_polling(tmp_path: Path) -> None:
     assert len(warnings) == 1, err
     assert "file-system notifications are unavailable ([Errno 24] Too many open files)" in warnings[0]
     assert "poll the log every 5 ms" in warnings[0]
+
+
+def test_cancelling_one_roots_subscriptions_leaves_the_others_notified(
+    tmp_path: Path, notifier: type[threading.Thread]
+) -> None:
+    """Two roots watched by the one thread: when the first root's last
+    subscription ends, its watch goes and the second root's stays; a write
+    from another process still wakes the second root's subscriber."""
+    got = Collector()
+    with MemoryManager(tmp_path / "a") as a, MemoryManager(tmp_path / "b") as b:
+        first = a.subscribe("focus.*", lambda e: None)
+        with b.subscribe("focus.*", got):
+            first.cancel()
+            assert len(observers(notifier)) == 1
+            assert b._pipeline.bus.watching == "notified"
+            go = tmp_path / "go"
+            writer = run_writer(tmp_path / "b", 20, 1, go)
+            go.touch()
+            assert writer.wait(timeout=60) == 0
+            got.wait_for(20, timeout=10)
+        assert b._pipeline.bus.watching is None
+    assert_every_event_once_in_order(got.got, 20)
+    assert observers(notifier) == []
