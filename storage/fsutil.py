@@ -15,7 +15,8 @@ from hrm_memory.core.errors import StorageError
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 #: Added to every open of a store file: a symbolic link planted inside the
-#: root is never followed (DESIGN guarantee 5).
+#: root is never followed, so no path the store opens leads outside the root
+#: (docs/storage.md, "Layout under the root").
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -25,7 +26,8 @@ class _ThisProcess:
     ones ``multiprocessing`` makes included). A check made on every append
     ("is this a forked child, whose inherited descriptors and writer name
     are its parent's?") then reads an attribute instead of calling
-    ``os.getpid()``, a system call (~0.2 us here; two per warm write)."""
+    ``os.getpid()``, a system call, twice per warm write (BENCHMARKS.md,
+    "Figures the code's comments rely on")."""
 
     __slots__ = ("pid",)
 
