@@ -94,7 +94,7 @@ def _sdk_provider(*, batch: bool = False) -> Any:
     """An OpenTelemetry SDK provider whose spans go to an exporter that
     discards them: one by one through a ``SimpleSpanProcessor`` (the full
     cost of tracing except the export itself), or with ``batch`` through a
-    ``BatchSpanProcessor`` (the usual production set-up, issue 13)."""
+    ``BatchSpanProcessor`` (the usual production set-up)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
