@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .harness import OtherLoad, make_record
+from .harness import OtherLoad, callgrind, make_record
 
 HOT = ("focus.fast", "altitude.session")
 WARM = ("altitude.patterns", "reasoning.strategies")
@@ -436,16 +436,7 @@ def outcomes(res: SeedResults) -> list[tuple[str, str, str, bool]]:
 
 
 def _callgrind(mode: str, row: str, n: int, ops: int) -> int:
-    import re
-
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
-         "benchmarks.bench_seed", "--worker", mode, str(n), row, str(ops)],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    assert found, done.stderr[-2000:]
-    return int(found.group(1))
+    return callgrind([sys.executable, "-m", "benchmarks.bench_seed", "--worker", mode, str(n), row, str(ops)])
 
 
 def instructions(n: int, rows: list[str]) -> str:

@@ -201,18 +201,11 @@ runpy.run_module("benchmarks.bench_tracing", run_name="__main__")
 
 
 def _instructions(args: list[str]) -> int:
-    import re
-    import subprocess
     import sys
 
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", _SWAP,
-         "--worker", *args],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    assert found, done.stderr[-2000:]
-    return int(found.group(1))
+    from benchmarks.harness import callgrind
+
+    return callgrind([sys.executable, "-c", _SWAP, "--worker", *args])
 
 
 def instructions_table(n: int, base_tracing: str | None) -> str:
