@@ -9,6 +9,9 @@ import stat
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from hrm_memory.core.errors import StorageError
 
@@ -83,6 +86,22 @@ def storage_error(exc: OSError, action: str, path: str | os.PathLike[str]) -> St
         errno.EPERM: "operation not permitted",
     }.get(exc.errno or 0, exc.strerror or str(exc))
     return StorageError(f"cannot {action} {os.fspath(path)}: {reason}", path=os.fspath(path), errno=exc.errno)
+
+
+def read_json(path: Path, missing: Any) -> Any:
+    """The JSON document in the small file at ``path``: ``missing`` when there
+    is no file, None when its bytes are not JSON (the caller decides what a
+    damaged file means). Any other failure to read is a :class:`StorageError`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return missing
+    except OSError as exc:
+        raise storage_error(exc, "read", path) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
