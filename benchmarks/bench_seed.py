@@ -48,12 +48,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .harness import OtherLoad, callgrind, make_record
+from .harness import CountingExporter, OtherLoad, callgrind, make_record
 
 HOT = ("focus.fast", "altitude.session")
 WARM = ("altitude.patterns", "reasoning.strategies")
@@ -138,32 +138,13 @@ def _value(kind: str, i: int) -> dict[str, Any]:
     return {**CODED, "turn": i, "response_length": 600 + i % 97}
 
 
-class _Discard:
-    """A span exporter that drops what it is given (counts it)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def export(self, spans: Sequence[Any]) -> Any:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        self.count += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-def install_global_provider() -> tuple[Any, _Discard]:
+def install_global_provider() -> tuple[Any, CountingExporter]:
     """The standard set-up: an SDK provider set globally, a batch processor, a (null) exporter."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    exporter = _Discard()
+    exporter = CountingExporter()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
     trace.set_tracer_provider(provider)

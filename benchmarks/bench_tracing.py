@@ -51,26 +51,15 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from hrm_memory import MemoryManager, NamespaceSpec
 
-
-class CountingExporter(SpanExporter):
-    def __init__(self) -> None:
-        self.count = 0
-
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        self.count += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
+from .harness import CountingExporter
 
 
 def run_mode(mode: str, n: int) -> dict[str, float]:
