@@ -243,6 +243,21 @@ def test_archive_moves_aged_records_and_reads_find_them(mm: MemoryManager) -> No
     assert mm.check() == []
 
 
+def test_archive_leaves_warm_compacted(root: Path) -> None:
+    """archive() of many records leaves warm/ compacted: what stays is one
+    small archive marker per key, and compact() finds nothing to reclaim."""
+    aging = "t.aging"
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(aging, ttl=60.0)]) as mm:
+        for i in range(2000):
+            mm.write(aging, f"k{i}", {"i": i, "pad": "x" * 200})
+        grown = mm.stats()["namespaces"][aging]["warm_bytes"]
+        assert mm.archive(now=time.time() + 10**6) == {aging: 2000}
+        left = mm.stats()["namespaces"][aging]["warm_bytes"]
+        assert left < grown / 2, (grown, left)  # what is left: one small archive marker per key
+        assert mm.compact(aging) == 0  # nothing left to reclaim
+        assert mm.read(aging, "k7") == {"i": 7, "pad": "x" * 200}
+
+
 def test_cap_moves_oldest_to_cold(mm: MemoryManager) -> None:
     mm.consent.grant("conversation")  # altitude.history is gated by it
     for i in range(25):
@@ -262,8 +277,8 @@ def test_hot_cap_drops_oldest(root: Path) -> None:
 
 
 def test_hot_cap_holds_under_concurrent_writers_of_new_keys(root: Path) -> None:
-    """A hot namespace is counted before its cap is enforced (issue 24: the
-    lock is taken only when over): with threads writing new keys at once,
+    """A hot namespace is counted before its cap is enforced (the lock is
+    taken only when over): with threads writing new keys at once,
     the namespace never ends above its cap, and what stays is the newest."""
     import threading
 
@@ -312,7 +327,7 @@ def test_compaction_keeps_every_current_record(root: Path) -> None:
             mm.delete("reasoning.strategies", f"k{i}")
         # compact() counts the bucket logs' bytes (a compaction also writes
         # each bucket's persisted index, a cache: bucket_index.py), its kept
-        # history's ("_h.<namespace>", issue 27) included.
+        # history's ("_h.<namespace>") included.
         logs = (root / "warm").glob("*reasoning.strategies/*.log")
         size_before = sum(p.stat().st_size for p in logs)
         reclaimed = mm.compact()

@@ -1,5 +1,5 @@
-"""Must-show 1: random sequences of write/update/delete/read/query/archive/
-compact/reopen against a plain-dict model find no difference."""
+"""Random sequences of write/update/delete/read/query/archive/compact/reopen
+against a plain-dict model find no difference."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Values: strict JSON in, the exact same JSON out, typed errors, nothing half-written.
 
-Issue must-show 4: NaN/inf, non-str dict keys, ints beyond 64 bits, circular
+NaN/inf, non-str dict keys, ints beyond 64 bits, circular
 and too-deep structures, arbitrary objects and oversize values are refused
 with InvalidValue (ValueTooLarge for size) naming where the problem is, and
 the store is byte-for-byte unchanged afterwards; every plain JSON value
@@ -15,7 +15,6 @@ import datetime
 import decimal
 import enum
 import math
-import pickle
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hrm_memory import InvalidValue, MemoryManager, MemoryStoreError, NamespaceSpec, ValueTooLarge
+from tests.helpers.errors import assert_pickles
 
 WARM = "altitude.patterns"
 HOT = "altitude.session"
@@ -65,16 +65,6 @@ def assert_identical(a: Any, b: Any, path: str = "$") -> None:
             assert_identical(a[k], b[k], f"{path}.{k}")
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
-
-
-def assert_pickles(err: BaseException) -> None:
-    clone = pickle.loads(pickle.dumps(err))
-    assert type(clone) is type(err)
-    assert str(clone) == str(err)
-    assert clone.__dict__ == err.__dict__
-    for attr in ("namespace", "key", "path", "size"):
-        if hasattr(err, attr):
-            assert getattr(clone, attr) == getattr(err, attr)
 
 
 def nested(depth: int) -> list[Any]:
@@ -306,7 +296,7 @@ def test_nesting_limit_is_consistent(mm: MemoryManager) -> None:
 
 
 def test_enum_members_are_refused(mm: MemoryManager) -> None:
-    """Issue 14, item 9: an Enum member of any kind (IntEnum, IntFlag,
+    """An Enum member of any kind (IntEnum, IntFlag,
     StrEnum, str or float mixins) would read back as a plain int, str or
     float, not "exactly as written": it is refused with InvalidValue naming
     where it is, in both tiers, on write and on update."""
@@ -491,7 +481,7 @@ def _containers(v: Any) -> list[Any]:
 @settings(max_examples=200, deadline=None)
 @given(value=json_values)
 def test_snapshot_and_clone(value: Any) -> None:
-    """The hot tier's private copy (issue 13): ``snapshot`` accepts what
+    """The hot tier's private copy: ``snapshot`` accepts what
     ``_exact`` accepts, its clone is identical to the value and shares no
     container with the value, the snapshot or another clone."""
     from hrm_memory.core import values
@@ -544,8 +534,7 @@ def test_kept_values_hold_only_their_bytes(mm: MemoryManager) -> None:
     4 KiB at least. The hot tier and the warm read cache keep every value they
     store, so what they keep must be an exact-size copy: 500 writes of a
     ~170-byte value grow the traced memory by well under 4 KiB a record
-    (about 0.8 KiB with the copy, 4.6 KiB without; issue 13: each hot write
-    used to touch a fresh page)."""
+    (a hot write that kept the caller's object would touch a fresh page)."""
     import gc
     import tracemalloc
 

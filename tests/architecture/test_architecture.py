@@ -264,7 +264,7 @@ def test_no_class_inherits_from_another_module(modules: dict[str, ast.Module]) -
 
 
 def test_the_rules_catch_a_mixin(tmp_path: Path) -> None:
-    """The inheritance rule finds a class tower (the shape round 2 had)."""
+    """The inheritance rule finds a class tower."""
 
     class Base:
         pass

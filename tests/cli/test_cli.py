@@ -7,6 +7,7 @@ Most cases run ``main()`` in-process; a few run the installed console script.
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import os
 import subprocess
@@ -21,43 +22,10 @@ import pytest
 
 from hrm_memory import MemoryManager
 from hrm_memory.cli.main import main
+from tests.helpers.damage import flip_value_byte
+from tests.helpers.layout import files_bytes
 
 SCRIPT = Path(sys.executable).parent / "hrm-memory"
-
-
-@pytest.fixture
-def cli(root: Path, capsys: pytest.CaptureFixture[str]) -> Any:
-    """Run the CLI in-process on the test's root; return (exit code, stdout, stderr)."""
-
-    def run(*args: str, json: bool = False) -> tuple[int, str, str]:
-        capsys.readouterr()
-        argv = ["--root", str(root), "--durability", "flush", *(["--json"] if json else []), *args]
-        try:
-            rc = main(argv)
-        except SystemExit as exc:  # argparse usage errors
-            rc = exc.code
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
-
-
-def files_bytes(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def corrupt_one_record(root: Path, ns: str, key: str) -> None:
-    """Flip one byte inside the value of ``key``'s newest warm record."""
-    needle = b'["p",' + orjson.dumps(key) + b","
-    for path in (root / "warm" / ns).glob("*.log"):
-        data = bytearray(path.read_bytes())
-        pos = data.rfind(needle)
-        if pos >= 0:
-            end = data.find(b"\n", pos)
-            data[end - 2] ^= 0x01
-            path.write_bytes(bytes(data))
-            return
-    raise AssertionError(f"{key!r} not found")
 
 
 def script_env(tmp_path: Path) -> dict[str, str]:
@@ -348,7 +316,7 @@ def test_check_exit_codes(filled: Any, root: Path) -> None:
     rc, out, _ = filled("check", json=True)
     assert (rc, orjson.loads(out)) == (0, [])
 
-    corrupt_one_record(root, "altitude.patterns", "risk_id")
+    flip_value_byte(root, "altitude.patterns", "risk_id")
     rc, out, _ = filled("check")
     assert rc == 4 and out.startswith("corrupt-record: altitude.patterns: ")
     rc, out, _ = filled("check", json=True)
@@ -434,3 +402,104 @@ def test_console_script_default_root_from_env(tmp_path: Path) -> None:
     assert (tmp_path / "env-root" / "warm" / "shared.people").is_dir()
     p = subprocess.run([str(SCRIPT), "get", "shared.people", "a"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0 and orjson.loads(p.stdout) == "b"
+
+
+# -- compact, consent, declare / undeclare, --version ---------------------------------------------
+
+
+def test_version(cli: Any) -> None:
+    rc, out, err = cli("--version")
+    assert (rc, err) == (0, "")
+    assert out == f"hrm-memory {importlib.metadata.version('hrm-memory')}\n"
+
+
+def test_help_lists_the_new_commands(cli: Any) -> None:
+    rc, out, _ = cli("--help")
+    assert rc == 0
+    for word in ("compact", "consent", "declare", "undeclare", "--version"):
+        assert word in out
+
+
+def test_compact(cli: Any) -> None:
+    for i in range(20):
+        assert cli("put", "altitude.patterns", "k", f'{{"n": {i}, "pad": "{"x" * 100}"}}')[0] == 0
+    rc, out, err = cli("compact")
+    assert (rc, err) == (0, "") and out.startswith("reclaimed ") and out.endswith(" bytes\n")
+    assert int(out.split()[1]) > 0
+    rc, out, _ = cli("compact", "altitude.patterns", json=True)
+    assert rc == 0 and orjson.loads(out) == {"namespace": "altitude.patterns", "reclaimed_bytes": 0}
+    rc, out, _ = cli("get", "altitude.patterns", "k")
+    assert rc == 0 and orjson.loads(out)["n"] == 19
+    rc, out, err = cli("compact", "altitude.nothere")
+    assert (rc, out) == (2, "") and "UndeclaredNamespace" in err
+
+
+def test_consent(cli: Any, root: Path) -> None:
+    with MemoryManager(root, durability="flush") as mm:
+        gated = mm.consent.namespaces("preferences")[0]
+    rc, out, _ = cli("consent", "status", json=True)
+    assert rc == 0 and orjson.loads(out) == {"conversation": False, "signals": False, "preferences": False}
+    rc, out, _ = cli("consent", "status")
+    assert rc == 0 and out.splitlines()[0].split() == ["CATEGORY", "GRANTED", "NAMESPACES"] and gated in out
+
+    rc, _, err = cli("put", gated, "k", "1")
+    assert rc == 0 and "in memory only" in err
+    rc, out, _ = cli("consent", "grant", "preferences", json=True)
+    assert rc == 0 and orjson.loads(out) == {"category": "preferences", "granted": True, "persisted": {}}
+    rc, _, err = cli("put", gated, "k", "2")
+    assert (rc, err) == (0, "")
+    assert cli("get", gated, "k")[:2] == (0, "2\n")
+    rc, out, _ = cli("consent", "status", json=True)
+    assert orjson.loads(out)["preferences"] is True
+
+    rc, out, _ = cli("consent", "revoke", "preferences")
+    assert rc == 0 and out.startswith("revoked preferences")
+    assert cli("get", gated, "k")[:2] == (0, "2\n")  # revoking alone keeps what is stored
+    rc, out, _ = cli("consent", "revoke", "preferences", "--purge", json=True)
+    doc = orjson.loads(out)
+    assert rc == 0 and doc["category"] == "preferences" and doc["granted"] is False and gated in doc["purged"]
+    assert cli("get", gated, "k")[0] == 1
+
+    for bad in (["consent", "grant", "nonsense"], ["consent"], ["consent", "revoke"]):
+        rc, out, err = cli(*bad)
+        assert (rc, out) == (2, "") and "usage:" in err
+
+
+def test_declare_and_undeclare(cli: Any) -> None:
+    rc, out, err = cli("declare", "test.cli", "--ttl", "3600", "--max-keys", "5", "--description", "from the CLI")
+    assert (rc, err) == (0, "") and out == "declared test.cli (tier warm, ttl 3600.0, max keys 5)\n"
+    rc, out, _ = cli("declare", "test.cli", "--ttl", "3600", "--max-keys", "5", "--description", "from the CLI",
+                     json=True)
+    spec = orjson.loads(out)
+    assert rc == 0 and spec["name"] == "test.cli" and spec["ttl"] == 3600.0 and spec["max_keys"] == 5
+    assert spec["tier"] == "warm" and spec["consent"] is None and spec["description"] == "from the CLI"
+    rc, out, err = cli("declare", "test.cli", "--ttl", "7200")
+    assert (rc, out) == (2, "") and "NamespaceConflict" in err
+
+    assert cli("put", "test.cli", "k", "1")[0] == 0
+    rc, out, _ = cli("ls", json=True)
+    assert {r["namespace"]: r for r in orjson.loads(out)}["test.cli"]["keys"] == 1
+    rc, out, err = cli("undeclare", "test.cli")
+    assert (rc, out) == (2, "") and "NamespaceInUse" in err
+    rc, out, _ = cli("undeclare", "test.cli", "--purge", json=True)
+    doc = orjson.loads(out)
+    assert rc == 0 and doc["namespace"] == "test.cli" and doc["undeclared"] is True and isinstance(doc["purged"], dict)
+    rc, _, err = cli("put", "test.cli", "k", "1")
+    assert rc == 2 and "UndeclaredNamespace" in err
+
+    rc, out, _ = cli("declare", "test.gated", "--tier", "warm", "--consent", "conversation")
+    assert rc == 0 and "consent conversation" in out
+    assert cli("undeclare", "test.gated") == (0, "undeclared test.gated\n", "")
+    rc, out, err = cli("undeclare", "altitude.patterns")
+    assert (rc, out) == (2, "") and "seed namespace" in err
+    for bad in (
+        ["declare", "test.x", "--ttl", "-1"],
+        ["declare", "test.x", "--ttl", "nan"],
+        ["declare", "test.x", "--max-keys", "0"],
+        ["declare", "test.x", "--tier", "cold"],
+        ["declare", "test.x", "--consent", "everything"],
+    ):
+        rc, out, err = cli(*bad)
+        assert (rc, out) == (2, "") and "usage:" in err, bad
+    rc, out, err = cli("declare", "Bad/Name")
+    assert (rc, out) == (2, "") and "InvalidNamespace" in err

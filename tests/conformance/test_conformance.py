@@ -1,4 +1,4 @@
-"""Behaviour every backend and both twins (sync, async) must show; see conftest.py."""
+"""Behaviour every backend and both twins (sync, async) share; see conftest.py."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Issue 3: consent gating (must-show 3, the canary) and schemas (must-show 4)."""
+"""Consent gating (the canary never reaches disk before consent) and schemas."""
 
 from __future__ import annotations
 
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -12,26 +11,9 @@ from pydantic import BaseModel
 from hrm_memory import InvalidValue, MemoryManager, NamespaceSpec
 from hrm_memory import UnknownConsentCategory
 from hrm_memory.core.schemas import SchemaViolation, UnknownSchema
-from hrm_memory.storage import ColdTier
+from tests.helpers.canary import files_holding
 
 CANARY = "CANARY-consent-5b1e0f"
-
-
-def files_containing(root: Path, needle: str) -> list[Path]:
-    """Every file under ``root`` holding ``needle``, looking inside the
-    compressed cold-archive frames too (a plain grep cannot see there)."""
-    raw = needle.encode()
-    cold = ColdTier(root)
-    found = []
-    for p in root.rglob("*"):
-        if not p.is_file():
-            continue
-        data = p.read_bytes()
-        if p.suffix == ".seg":
-            data += b"".join(zlib.decompress(payload) for _, payload in cold._frames(p) if payload)
-        if raw in data:
-            found.append(p)
-    return found
 
 
 def test_default_is_deny_and_nothing_reaches_disk(root: Path) -> None:
@@ -43,35 +25,46 @@ def test_default_is_deny_and_nothing_reaches_disk(root: Path) -> None:
         assert rec.persisted is False and rec.tier == "hot"
         assert [r.key for r in mm.query("altitude.history")] == ["s1"]
         mm.update("learning.feedback", "f", lambda v: {"note": CANARY})
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
     with MemoryManager(root) as mm:  # a session-only value ends with the session
         assert mm.read("altitude.history", "s1") is None
+
+
+def test_grant_keeps_the_creation_time_of_waiting_records(root: Path) -> None:
+    """consent.grant() keeps created_at and updated_at of the records written while consent was denied."""
+    with MemoryManager(root, durability="flush") as mm:
+        mm.write("focus.conversation", "turn", "hello")
+        before = mm.get_record("focus.conversation", "turn")
+        time.sleep(0.02)
+        mm.consent.grant("conversation")
+        after = mm.get_record("focus.conversation", "turn")
+        assert after.persisted and (after.created_at, after.updated_at) == (before.created_at, before.updated_at)
 
 
 def test_canary_grant_then_revoke_with_purge(root: Path) -> None:
     with MemoryManager(root) as mm:
         mm.write("altitude.history", "s1", {"summary": CANARY})
         mm.write("learning.patterns", "p1", {"note": CANARY})  # another category
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
 
         report = mm.consent.grant("conversation")
         assert report["persisted"] == {"altitude.history": 1}
-        assert files_containing(root, CANARY) == []  # persisted sealed: ciphertext only
+        assert files_holding(root, CANARY) == []  # persisted sealed: ciphertext only
         rec = mm.get_record("altitude.history", "s1")
         assert rec is not None and rec.persisted and rec.tier == "warm"
         mm.write("altitude.history", "s2", {"summary": CANARY + "-2"})
         assert mm.archive(now=time.time() + 365 * 86400)["altitude.history"] == 2  # some of it cold as well
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
 
         report = mm.consent.revoke("conversation", purge=True)
         assert report["purged"]["altitude.history"]["warm"] == 2
         assert report["purged"]["altitude.history"]["cold"] >= 2
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
         assert mm.read("altitude.history", "s1") is None
         assert mm.query("altitude.history", include_cold=True) == []
         # revoked: new writes stay in memory again
         mm.write("altitude.history", "s3", {"summary": CANARY})
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
         assert mm.read("altitude.history", "s3") == {"summary": CANARY}
         assert mm.check() == []
 
@@ -86,7 +79,7 @@ def index_files(root: Path) -> list[str]:
 
 
 def test_canary_never_in_the_recall_index_before_consent(root: Path) -> None:
-    """Issue 15, must-show 4: gated text is searchable in its process, and no
+    """Gated text is searchable in its process, and no
     file under the root holds it: the index file, its -wal and -shm included."""
     with MemoryManager(root) as mm, MemoryManager(root) as other:
         mm.write("altitude.history", "s1", {"summary": f"{CANARY} {CANARY_WORD}"})
@@ -99,13 +92,13 @@ def test_canary_never_in_the_recall_index_before_consent(root: Path) -> None:
         assert other.recall(CANARY_WORD) == []  # another manager, as another process would
         assert "recall.db" in index_files(root) and "recall.db-wal" in index_files(root)
         for needle in (CANARY, CANARY_WORD):
-            assert files_containing(root, needle) == []
+            assert files_holding(root, needle) == []
     for needle in (CANARY, CANARY_WORD):
-        assert files_containing(root, needle) == []
+        assert files_holding(root, needle) == []
 
 
 def test_canary_scrubbed_from_the_recall_index_by_revoke_with_purge(root: Path) -> None:
-    """Issue 15, must-show 4: once consented the text is indexed on disk;
+    """Once consented the text is indexed on disk;
     revoke(purge=True) leaves none of it in any file (rows deleted, segments
     merged, free pages zeroed, WAL truncated), even with another manager
     holding the index open."""
@@ -121,19 +114,19 @@ def test_canary_scrubbed_from_the_recall_index_by_revoke_with_purge(root: Path) 
         mm.archive(now=time.time() + 365 * 86400)  # some of it cold: indexed as archived
         mm.write("altitude.history", "late", {"summary": f"{CANARY} {CANARY_WORD} late"})
         assert mm.recall(CANARY_WORD, k=50, include_cold=True)
-        leaked = files_containing(root, CANARY_WORD)
-        assert any(p.parent.name == "index" for p in leaked)  # the grep does see the index
+        leaked = files_holding(root, CANARY_WORD)
+        assert any(p.startswith("index/") for p in leaked)  # the grep does see the index
 
         mm.consent.revoke("conversation", purge=True)
         for needle in (CANARY, CANARY_WORD):
-            assert files_containing(root, needle) == []
+            assert files_holding(root, needle) == []
         assert mm.recall(CANARY_WORD, include_cold=True) == []
         assert other.recall(CANARY_WORD, include_cold=True) == []
         assert [h.key for h in mm.recall("ungated pattern")] == ["keep"]
         for needle in (CANARY, CANARY_WORD):
-            assert files_containing(root, needle) == []
+            assert files_holding(root, needle) == []
     for needle in (CANARY, CANARY_WORD):
-        assert files_containing(root, needle) == []
+        assert files_holding(root, needle) == []
 
 
 def test_canary_scrubbed_from_the_recall_index_by_undeclare_with_purge(root: Path) -> None:
@@ -142,10 +135,10 @@ def test_canary_scrubbed_from_the_recall_index_by_undeclare_with_purge(root: Pat
         mm.write("t.secret", "k", {"text": f"{CANARY} {CANARY_WORD}"})
         mm.write("altitude.patterns", "keep", {"note": "an ungated pattern stays indexed"})
         assert [h.key for h in mm.recall(CANARY_WORD)] == ["k"]
-        assert files_containing(root, CANARY_WORD)
+        assert files_holding(root, CANARY_WORD)
         mm.undeclare("t.secret", purge=True)
         for needle in (CANARY, CANARY_WORD):
-            assert files_containing(root, needle) == []
+            assert files_holding(root, needle) == []
         assert mm.recall("ungated pattern")
 
 
@@ -157,7 +150,7 @@ def test_revoke_without_purge_keeps_what_was_consented(root: Path) -> None:
         mm.write("learning.patterns", "new", {"n": CANARY + "-new"})
         assert mm.get_record("learning.patterns", "old").persisted  # type: ignore[union-attr]
         assert not mm.get_record("learning.patterns", "new").persisted  # type: ignore[union-attr]
-        assert files_containing(root, CANARY + "-new") == []
+        assert files_holding(root, CANARY + "-new") == []
     with MemoryManager(root) as mm:
         assert mm.read("learning.patterns", "old") == {"n": CANARY}
         assert mm.read("learning.patterns", "new") is None

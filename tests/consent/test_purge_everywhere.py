@@ -1,11 +1,13 @@
-"""Issue 22, purge items (file backend), each across processes.
+"""A purge on the file backend reaches every process.
 
-Item 2: the cold frame cache was keyed by ``segment:offset``. After process A
-purged a namespace, consented again and archived new records (a new segment,
-at the same offsets), process B served the purged frame from its cache: the
-purged value for a key that was written again, ``CorruptRecord`` for a
-sound record, a ``dangling-archive-marker`` from its check() (A's said []),
-and its check(fix=True) tombstoned the sound record.
+The cold frame cache is keyed by what a frame holds, not by
+``segment:offset``: after process A purges a namespace, consents again and
+archives new records (a new segment, at the same offsets), process B never
+serves the purged frame from its cache (the purged value for a key written
+again, ``CorruptRecord`` for a sound record, a ``dangling-archive-marker``
+from its check(), a sound record tombstoned by its check(fix=True)). An index
+update racing a purge does not write the text back; a purge leaves no key in
+its own tombstones or the change log.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from hrm_memory import MemoryManager
+from tests.helpers.canary import files_holding
 
 REPO = Path(__file__).resolve().parent.parent.parent
 NS = "altitude.history"
@@ -50,8 +53,9 @@ def _ask(p: subprocess.Popen[str], ns: str, keys: list[str]) -> dict[str, object
 
 
 def test_cold_frames_cached_before_a_purge_are_not_served_after_it(root: Path) -> None:
-    """Failed before the fix: B read "s1" as the purged value and "s2" as
-    CorruptRecord, and its check() said dangling-archive-marker."""
+    """B reads "s1" as its new value (not the purged one) and "s2" as
+    written (not CorruptRecord), and its check() is clean (no
+    dangling-archive-marker)."""
     with MemoryManager(root, durability="flush") as mm:
         mm.consent.grant("conversation")
         mm.write(NS, "s1", {"v": "before the purge"})
@@ -88,7 +92,7 @@ def test_a_purged_value_is_never_served_from_another_process_cache(root: Path) -
     """The same after undeclare(purge=True) and a new declaration: the key
     written again is read as its new value, never the purged one (a cache
     checked by version alone serves the purged value whenever the versions
-    meet again; passed before the fix only because purge kept the versions)."""
+    meet again, so this holds only if the cache is keyed by content)."""
     from hrm_memory import NamespaceSpec
 
     spec = NamespaceSpec("t.archived", ttl=60.0)
@@ -142,16 +146,11 @@ mm.close()
 """ % {"word": CANARY_WORD}
 
 
-def _files_containing(root: Path, needle: str) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
-
-
 def test_an_index_update_racing_a_purge_does_not_write_the_text_back(root: Path, tmp_path: Path) -> None:
-    """Item 5. Process R's recall reads the changed records (the canary),
-    embeds them (slowly), and meanwhile this process purges. Failed before
-    the fix: R's index write put the purged text back into recall.db, where
-    it stayed (and R's recall served... nothing: hits are checked, but the
-    text was on disk)."""
+    """Process R's recall reads the changed records (the canary), embeds
+    them (slowly), and meanwhile this process purges: R's index write does
+    not put the purged text back into recall.db (R's hits are checked
+    anyway; what matters is the text on disk)."""
     for rnd in range(3):
         flags = tmp_path / f"flags{rnd}"
         flags.mkdir()
@@ -178,11 +177,11 @@ def test_an_index_update_racing_a_purge_does_not_write_the_text_back(root: Path,
         finally:
             r.stdin.close() if r.stdin else None
             assert r.wait(timeout=60) == 0
-        assert _files_containing(root, CANARY_WORD) == [], f"round {rnd}: purged text written back"
+        assert files_holding(root, CANARY_WORD) == [], f"round {rnd}: purged text written back"
         with MemoryManager(root, durability="flush") as mm:
             assert mm.recall(CANARY_WORD) == []
             assert [h.key for h in mm.recall("ungated pattern")] == ["keep"]
-        assert _files_containing(root, CANARY_WORD) == []
+        assert files_holding(root, CANARY_WORD) == []
 
 
 def _keys_and_values(mm: MemoryManager, ns: str, n: int) -> list[str]:
@@ -201,8 +200,8 @@ def _everything_on_disk(root: Path) -> bytes:
 
 
 def test_revoke_with_purge_leaves_no_key_on_disk(root: Path) -> None:
-    """Item 7. Failed before the fix: every purged key stayed in the
-    purge's own tombstone lines (warm/<ns>/*.log) and in events/*.log."""
+    """No purged key stays in the purge's own tombstone lines
+    (warm/<ns>/*.log) or in events/*.log."""
     with MemoryManager(root, durability="flush") as mm, MemoryManager(root, durability="flush") as other:
         mm.consent.grant("conversation")
         canaries = _keys_and_values(mm, "focus.conversation", 30)

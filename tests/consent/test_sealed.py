@@ -33,7 +33,7 @@ from hrm_memory import (
 from hrm_memory.storage.sealed.keys import DataKey, keys_dir, make_keyring
 from hrm_memory.storage.sealed.backend import parse
 from tests.helpers.redis_server import RedisServer, binary
-from tests.consent.test_consent import files_containing
+from tests.helpers.canary import files_holding
 
 CANARY = "CANARY-sealed-7f3a9c"
 NS = "crypto.notes"  # gated, with kept history and a TTL (so records reach the cold archive)
@@ -82,7 +82,7 @@ def test_a_gated_canary_is_in_no_file_before_or_after_consent(tmp_path: Path) ->
     with MemoryManager(root) as mm:
         mm.declare(SPEC)
         mm.write(NS, "a", {"text": CANARY})
-        assert files_containing(root, CANARY) == []
+        assert files_holding(root, CANARY) == []
         mm.consent.grant("conversation")
         mm.write(NS, "a", {"text": CANARY + " again"})  # the first version goes to kept history
         mm.write(NS, "b", {"text": CANARY})
@@ -90,7 +90,7 @@ def test_a_gated_canary_is_in_no_file_before_or_after_consent(tmp_path: Path) ->
         mm.write(NS, "c", {"text": CANARY})
         assert mm.read(NS, "a") == {"text": CANARY + " again"}
         assert [v.value for v in mm.history(NS, "a")] == [{"text": CANARY + " again"}, {"text": CANARY}]
-        assert files_containing(root, CANARY) == []  # warm logs, cold frames (decompressed), history
+        assert files_holding(root, CANARY) == []  # warm logs, cold frames (decompressed), history
         raw = [st.value for st in mm.backend.scan(NS, include_cold=True)]
         assert len(raw) == 3 and all(parse(v) is not None for v in raw)
     with MemoryManager(root) as mm:  # another session reads it back with the key file
@@ -105,8 +105,8 @@ def test_ungated_namespaces_are_stored_as_they_are_and_opt_in_seals(tmp_path: Pa
         mm.declare(NamespaceSpec("crypto.secret", owner="crypto", encrypt=True))
         mm.write("crypto.plain", "k", {"text": CANARY + "-plain"})
         mm.write("crypto.secret", "k", {"text": CANARY + "-secret"})
-        assert files_containing(root, CANARY + "-plain")
-        assert files_containing(root, CANARY + "-secret") == []
+        assert files_holding(root, CANARY + "-plain")
+        assert files_holding(root, CANARY + "-secret") == []
         assert mm.read("crypto.secret", "k") == {"text": CANARY + "-secret"}
         spec = [s for s in mm.namespaces() if s.name == "crypto.secret"][0]
         assert spec.encrypt is True and NamespaceSpec.from_dict(spec.to_dict()) == spec
@@ -160,7 +160,7 @@ def test_a_folder_copied_before_revoke_yields_nothing_after_it(tmp_path: Path) -
 
     # No file of the copy holds a canary byte, and the copy opened with what
     # is left on the machine (the same default key file) reads none of it.
-    assert files_containing(backup, CANARY) == []
+    assert files_holding(backup, CANARY) == []
     with MemoryManager(backup) as copy:
         for k in expected:
             ns = "focus.conversation" if k == "turn" else NS

@@ -73,7 +73,7 @@ class TestRoundTrip:
     def test_keeps_and_expands_nothing_tell_exactly_when_the_walk_changes_nothing(
         self, name: str, data: st.DataObject
     ) -> None:
-        """Issue 24: the write path stores a value as its own JSON when
+        """The write path stores a value as its own JSON when
         ``keeps`` says compact() would not change it, and a read skips
         expand() when ``expands_nothing`` says so: both decided on the bytes.
         A True must be right (else a value would be stored or read wrongly);
@@ -231,7 +231,7 @@ def test_every_seed_namespace_has_a_known_codec() -> None:
     assert set(NAMESPACE_CODECS.values()) <= set(CODECS)
 
 
-# -- issue 24: the write path's shortcuts, exact against the walk ----------------------------
+# -- the write path's shortcuts, exact against the walk ----------------------------
 
 
 @pytest.mark.parametrize("name", sorted(CODECS))

@@ -1,4 +1,4 @@
-"""Issue 10: context() renders an HRM's memory within a token budget.
+"""context() renders an HRM's memory within a token budget.
 
 The property: over random stores and budgets (budgets smaller than any entry
 included), ``tokens <= budget`` and ``tokens`` is a fresh o200k count of
@@ -211,7 +211,7 @@ def test_cli_recall_finds_and_says_when_nothing_is_found(tmp_path: Path) -> None
 
 
 def test_recall_and_context_on_redis_across_two_hosts(tmp_path: Path) -> None:
-    """Issue 11: recall and context on the Redis backend; each "host" (its own
+    """Recall and context on the Redis backend; each "host" (its own
     root) keeps its own index, caught up from the Redis change stream."""
     from tests.helpers.redis_server import fresh_url, require_redis
 

@@ -1,4 +1,4 @@
-"""Issue 23: context density and a fill that strands no tokens.
+"""Context density and a fill that strands no tokens.
 
 - Property: whenever an entry is left out, no entry left out would have fit
   in the budget that remains: adding any one of them (its line or its share
@@ -183,8 +183,8 @@ def _new_user(root: Path) -> MemoryManager:
 
 
 def test_the_new_user_sees_what_fits_at_every_budget(tmp_path: Path) -> None:
-    """Issue 23's report: ``--budget 60`` printed nothing and ``--budget
-    150`` left out a person that fit. Every budget renders every entry that
+    """A new user's small store: ``--budget 60`` prints entries and ``--budget
+    150`` leaves out no person that fits. Every budget renders every entry that
     fits in what remains, and the whole store once the budget holds it."""
     mm = _new_user(tmp_path / "s")
     try:
@@ -206,9 +206,10 @@ def test_the_new_user_sees_what_fits_at_every_budget(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not LEGACY.is_dir(), reason="needs the legacy data (../shared/legacy/data or HRM_LEGACY_DATA)")
 def test_legacy_facts_at_v1_and_v2_sizes() -> None:
-    """Must-show 1 of issue 23, with the benchmark's own fact checker."""
-    from benchmarks.bench_context_legacy import NOW as LEGACY_NOW
-    from benchmarks.bench_context_legacy import facts_of, kept
+    """On the legacy data, context() at the v1 and v2 prompts' sizes keeps their facts
+    (the fact checker benchmarks/bench_context_legacy.py uses)."""
+    from tests.helpers.legacy_facts import NOW as LEGACY_NOW
+    from tests.helpers.legacy_facts import facts_of, kept
     from hrm_memory.migration import engine
 
     with tempfile.TemporaryDirectory() as tmp, MemoryManager(Path(tmp) / "s", durability="flush") as mm:

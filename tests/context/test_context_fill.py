@@ -1,4 +1,4 @@
-"""Issue 10, must-show 3: what the fill keeps between renders must not change what it renders.
+"""What the fill keeps between renders does not change what it renders.
 
 - Token counts summed over lines equal a count of the joined text (the split
   pattern's line-break argument in :mod:`hrm_memory.context.fill`), for any

@@ -1,13 +1,9 @@
-"""Issue 22, first hour 4: one definition of "stored bytes" and "tokens
-after" for the same legacy data, the same figure from every command.
-
-Before the fix, on the shipped data: ``tokens --legacy`` said 320,631 B /
-78,873 tokens after (text files counted as ``{"raw": text}`` only, not the
-parsed entries migrate stores), ``migrate plan``/``verify`` 331,832 B /
-81,612, ``migrate apply`` 351,551 B / 84,560 (it read the record back
-expanded, not as stored) and docs/migration.md 331,866 B / 81,646 (stale).
-``tokens --legacy`` on a folder one level too high counted its 108 files as
-"other" instead of refusing as migrate does; "target 75%" was unexplained."""
+"""One definition of "stored bytes" and "tokens after" for the same legacy
+data: the same figure from every command (``tokens --legacy``, ``migrate
+plan``/``verify``/``apply`` and docs/migration.md), counting text files as
+the parsed entries migrate stores and each record as stored, not expanded.
+``tokens --legacy`` on a folder one level too high refuses as migrate does,
+and the "target 75%" is explained."""
 
 from __future__ import annotations
 

@@ -352,7 +352,7 @@ def test_estimate_is_labelled_in_reports() -> None:
     assert "ESTIMATE" in text and "tiktoken is not installed" in text
 
 
-# -- issue 24: the difference of two counts, counting only where the texts differ ---------------
+# -- the difference of two counts, counting only where the texts differ ---------------
 
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -11,7 +11,7 @@ Run as ``python -m tests.helpers.mp_workers COMMAND ...`` with cwd = the repo:
 
 ``serve ROOT [--locking] [--durability D] [--lock-timeout S]``
     Print ``READY``, then execute one JSON command per stdin line and answer
-    one JSON line each (see :func:`serve`). Used to drive "the other process"
+    one JSON line each (see :func:`serve`). They drive "the other process"
     step by step, and to hold a namespace lock on demand.
 
 ``mixed ROOT SECONDS SEED WID LOG``

@@ -22,9 +22,7 @@ Cluster (3 primaries, 3 replicas) with AOF and RDB snapshots on.
 from __future__ import annotations
 
 import secrets
-import struct
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ import pytest
 import redis
 
 from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec, setup_tracing
+from tests.helpers.canary import files_holding
 from tests.helpers.redis_server import RedisServer, require_redis
 
 #: Places under the root left out of the file grep: none. The recall index
@@ -60,29 +59,13 @@ def _canary() -> Canary:
 # -- where bytes can hide ---------------------------------------------------------------
 
 
-def _plain(data: bytes) -> bytes:
-    """``data`` and, after it, every cold-archive frame in it inflated."""
-    out = [data]
-    at = data.find(b"HRMc")
-    while at >= 0:
-        _, length, _ = struct.unpack(">4sII", data[at : at + 12].ljust(12, b"\0"))
-        try:
-            out.append(zlib.decompressobj().decompress(data[at + 12 : at + 12 + length]))
-        except zlib.error:
-            pass
-        at = data.find(b"HRMc", at + 1)
-    return b"".join(out)
-
-
-def files_holding(root: Path, canary: Canary, *, skip: tuple[str, ...] = NOT_YET_CLEAN) -> list[str]:
-    hits = []
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if not path.is_file() or path.is_symlink() or rel.startswith(skip):
-            continue
-        data = _plain(path.read_bytes())
-        hits += [f"{rel} holds {n.decode()[:1]}-canary" for n in canary.needles if n in data]
-    return hits
+def files_holding_canary(root: Path, canary: Canary, *, skip: tuple[str, ...] = NOT_YET_CLEAN) -> list[str]:
+    """Each file under ``root`` holding the canary's key or value (cold frames inflated)."""
+    return [
+        f"{rel} holds {needle.decode()[:1]}-canary"
+        for needle in canary.needles
+        for rel in files_holding(root, needle, skip=skip)
+    ]
 
 
 def keys_holding(client: redis.Redis, canary: Canary) -> list[str]:
@@ -157,11 +140,11 @@ class Store:
     def holders(self, canary: Canary) -> list[str]:
         """Every place that still holds the canary: files under the root,
         keys and persistence files of every server."""
-        found = files_holding(self.root, canary) if self.root.exists() else []
+        found = files_holding_canary(self.root, canary) if self.root.exists() else []
         for client, directory in self.nodes:
             port = client.connection_pool.connection_kwargs["port"]
             found += [f"node {port}: {h}" for h in keys_holding(client, canary)]
-            found += [f"node {port} file: {h}" for h in files_holding(directory, canary, skip=())]
+            found += [f"node {port} file: {h}" for h in files_holding_canary(directory, canary, skip=())]
         return found
 
     def rewrite(self) -> None:

@@ -1,4 +1,4 @@
-"""Export and import (issue 27): one versioned line format, across backends.
+"""Export and import: one versioned line format, across backends.
 
 The round trip: a store with a record in every persisted seed namespace,
 kept history, deletions, archived records, consent decisions and a run-time

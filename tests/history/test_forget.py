@@ -1,4 +1,4 @@
-"""``forget`` (issue 27): after it, a canary's bytes are in no file under the
+"""``forget``: after it, a canary's bytes are in no file under the
 root (recall index, its WAL and SHM, quarantine included) and in no Redis key
 or stream entry, while every other record stays as it was.
 
@@ -10,9 +10,7 @@ segments, Redis stream); the warm tier keeps a tombstone naming it.
 from __future__ import annotations
 
 import secrets
-import struct
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 import redis
 
 from hrm_memory import Keep, MemoryManager, NamespaceSpec
+from tests.helpers.canary import files_holding
 from tests.helpers.redis_server import RedisServer, require_redis
 
 NS = "canary.notes"
@@ -28,25 +27,6 @@ NS = "canary.notes"
 
 def _spec() -> NamespaceSpec:
     return NamespaceSpec(NS, ttl=1.0, index=("$",), history=Keep(versions=10))
-
-
-def _plain(data: bytes) -> bytes:
-    """``data`` and, after it, every archive frame in it inflated (the cold
-    tier compresses: a copy there is not visible in the raw bytes)."""
-    out = [data]
-    at = data.find(b"HRMc")
-    while at >= 0:
-        _, length, _ = struct.unpack(">4sII", data[at : at + 12].ljust(12, b"\0"))
-        try:
-            out.append(zlib.decompressobj().decompress(data[at + 12 : at + 12 + length]))
-        except zlib.error:
-            pass
-        at = data.find(b"HRMc", at + 1)
-    return b"".join(out)
-
-
-def _files_holding(root: Path, needle: bytes) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle in _plain(p.read_bytes()))
 
 
 def _fill(mm: MemoryManager, key: str, canary: str) -> None:
@@ -84,20 +64,20 @@ def test_forget_leaves_no_byte_of_the_canary_in_any_file(tmp_path: Path) -> None
         with open(log, "ab") as f:
             f.write(b"0badf00d " + orjson.dumps(["p", key, 9, 0, 0, {"text": canary}]) + b"\n")
         assert any(f.fixed for f in mm.check(fix=True))
-        held = _files_holding(root, canary.encode())
+        held = files_holding(root, canary.encode())
         assert any(h.startswith("quarantine/") for h in held), held
         assert any(h.startswith("cold/") for h in held), held
         assert any(h.startswith("index/") for h in held), held
         assert any(h.startswith("warm/_h.") for h in held), held  # kept history
-        assert _files_holding(root / "events", key.encode())
+        assert files_holding(root / "events", key.encode())
 
         counts = mm.forget(NS, key)
         assert counts["cold"] >= 1 and counts["quarantine"] >= 1 and counts["history"] == 2 and counts["index"] >= 1
 
-        assert _files_holding(root, canary.encode()) == []
-        assert _files_holding(root / "events", key.encode()) == []
-        assert _files_holding(root / "index", key.encode()) == []
-        assert _files_holding(root / "warm" / NS, key.encode()) == []  # no tombstone names it either
+        assert files_holding(root, canary.encode()) == []
+        assert files_holding(root / "events", key.encode()) == []
+        assert files_holding(root / "index", key.encode()) == []
+        assert files_holding(root / "warm" / NS, key.encode()) == []  # no tombstone names it either
         _check_survivors(mm, key, canary)
     with MemoryManager(root) as mm:  # and after a reopen
         _check_survivors(mm, key, canary)
@@ -165,7 +145,7 @@ def test_forget_leaves_no_byte_of_the_canary_in_redis(tmp_path: Path) -> None:
 
             assert _redis_holding(client, prefix, canary.encode()) == []
             assert _redis_holding(client, prefix, key.encode()) == []
-            assert _files_holding(root, canary.encode()) == []
+            assert files_holding(root, canary.encode()) == []
             _check_survivors(mm, key, canary)
             # The server was asked to rewrite its append-only file: once done,
             # the canary is in none of its files either.
@@ -175,7 +155,7 @@ def test_forget_leaves_no_byte_of_the_canary_in_redis(tmp_path: Path) -> None:
             ]:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            assert _files_holding(server.dir, canary.encode()) == []
+            assert files_holding(server.dir, canary.encode()) == []
         with MemoryManager(root, backend=url) as mm:
             _check_survivors(mm, key, canary)
 

@@ -1,4 +1,4 @@
-"""Kept history and as-of reads (issue 27): ``history()``, ``read/get_record/query(as_of=...)``.
+"""Kept history and as-of reads: ``history()``, ``read/get_record/query(as_of=...)``.
 
 The stateful test drives a real store (files, fsync off) through writes,
 updates, deletes, archiving, compaction and reopening, and checks every

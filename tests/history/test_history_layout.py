@@ -10,10 +10,6 @@ Real files (sizes measured on disk), a real redis-server and Redis Cluster
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +21,9 @@ import pytest
 from hrm_memory import Keep, MemoryManager, NamespaceSpec
 from hrm_memory.history.keeper import PREFIX, SINCE_KEY, ring_size
 from hrm_memory.storage import FileBackend
-from tests.conformance.conftest import DRIVERS
+from tests.helpers.drivers import DRIVERS
+from tests.helpers.killed_writer import KilledWriter
 
-REPO = Path(__file__).resolve().parents[2]
 NS = "kept.facts"
 
 
@@ -245,45 +241,6 @@ def test_a_store_written_with_one_history_record_per_key_reads_the_same(tmp_path
 # -- a kill during an overwrite -------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self, root: Path, seed: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.history_writer", str(root), str(seed)],
-                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode().rstrip("\n")
-            if line == "READY":
-                self.ready.set()
-            else:
-                self.lines.append(line)
-        self.ready.set()
-
-    def kill(self) -> tuple[list[list[Any]], list[Any] | None]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.reader.join(timeout=10)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        err = self.proc.stderr.read().decode()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        assert "Traceback" not in err, err
-        acked: list[list[Any]] = []
-        pending = None
-        for line in self.lines:
-            if line.startswith("B "):
-                pending = orjson.loads(line[2:])
-            elif line == "A" and pending is not None:
-                acked.append(pending)
-                pending = None
-        return acked, pending
-
-
 def test_a_kill_during_an_overwrite_loses_no_acknowledged_version(tmp_path: Path) -> None:
     from tests.helpers.history_writer import SPEC
 
@@ -291,7 +248,7 @@ def test_a_kill_during_an_overwrite_loses_no_acknowledged_version(tmp_path: Path
     rng = random.Random(35)
     done: list[list[Any]] = []  # every acknowledged write of every round, in order
     for seed in range(6):
-        writer = _Writer(root, seed)
+        writer = KilledWriter("history_writer", root, seed)
         assert writer.ready.wait(30), "the writer did not start"
         time.sleep(rng.uniform(0.2, 0.8))
         acked, pending = writer.kill()

@@ -1,4 +1,4 @@
-"""The MCP server (issue 26), started as a subprocess (``hrm-memory mcp``)
+"""The MCP server, started as a subprocess (``hrm-memory mcp``)
 and driven with the MCP SDK's own client, over stdio and streamable HTTP."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from hrm_memory import MemoryManager  # noqa: E402
 from hrm_memory.integrations.mcp_tools import TOOLS  # noqa: E402
 from hrm_memory.core.tokens import count  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
+from tests.helpers.canary import files_holding  # noqa: E402
 from tests.helpers.span_names import op_name  # noqa: E402
 from tests.helpers.mcp_servers import (  # noqa: E402
     call,
@@ -62,10 +63,6 @@ def serving(transport: str, root: Path, tmp_path: Path, *args: str,
 
     yield open_stdio, lines
     lines.extend(errlog.read_text().splitlines(keepends=True) if errlog.exists() else [])
-
-
-def files_holding(root: Path, needle: bytes) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
 TRANSPORTS = ["stdio", "http"]

@@ -1,5 +1,5 @@
 """The MCP server over streamable HTTP: who may call it (token, Host, Origin),
-where it may bind, and 200 calls from 4 concurrent clients (issue 26)."""
+where it may bind, and 200 calls from 4 concurrent clients."""
 
 from __future__ import annotations
 

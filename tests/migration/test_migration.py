@@ -36,6 +36,7 @@ from hrm_memory.migration.doc import layout_table
 from hrm_memory.migration.formats import unvis
 from hrm_memory.migration.layout import RULES, place_of
 from hrm_memory import MemoryManager
+from tests.helpers.layout import digests
 from tests.helpers.legacy import DATA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,11 +55,6 @@ needs_real = pytest.mark.skipif(
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def tree(root: Path) -> dict[str, str]:
-    """relative POSIX path -> sha256, for every file (hidden ones too)."""
-    return {p.relative_to(root).as_posix(): sha(p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def real_sums() -> dict[str, str]:
@@ -94,7 +90,7 @@ def legacy_records_left(mm: MemoryManager, entries: dict[str, manifest.Entry]) -
 
 def round_trip(legacy: Path, root: Path, out: Path) -> dict[str, Any]:
     """apply, verify, export, re-apply: the common checks for both trees."""
-    before = tree(legacy)
+    before = digests(legacy)
     with store(root) as mm:
         applied = engine.apply(mm, legacy)
         assert applied.ok, applied.failures
@@ -110,8 +106,8 @@ def round_trip(legacy: Path, root: Path, out: Path) -> dict[str, Any]:
         again = engine.apply(mm, legacy)
         assert again.ok and {r.action for r in again.rows} == {"unchanged"}
         assert versions(mm) == snapshot, "re-apply wrote nothing"
-    assert tree(out / legacy.name) == before, "export is byte-identical"
-    assert tree(legacy) == before, "legacy files untouched"
+    assert digests(out / legacy.name) == before, "export is byte-identical"
+    assert digests(legacy) == before, "legacy files untouched"
     return {"entries": entries, "applied": applied}
 
 
@@ -121,7 +117,7 @@ def round_trip(legacy: Path, root: Path, out: Path) -> dict[str, Any]:
 @needs_real
 def test_real_data_lossless_idempotent_and_rollback(tmp_path: Path) -> None:
     sums = real_sums()
-    assert tree(REAL) == sums, "legacy data differs from SHA256SUMS before the test"
+    assert digests(REAL) == sums, "legacy data differs from SHA256SUMS before the test"
     root, out = tmp_path / "store", tmp_path / "out"
     result = round_trip(REAL, root, out)
     assert len(result["entries"]) == 105
@@ -153,8 +149,8 @@ def test_real_data_lossless_idempotent_and_rollback(tmp_path: Path) -> None:
         assert engine.verify(mm, REAL).ok
         shutil.rmtree(out)
         assert engine.export(mm, out).ok
-    assert tree(out / "data") == sums
-    assert tree(REAL) == sums, "legacy data unmodified"
+    assert digests(out / "data") == sums
+    assert digests(REAL) == sums, "legacy data unmodified"
 
 
 @needs_real
@@ -203,7 +199,7 @@ def test_real_data_anomaly_counts_match_data_notes() -> None:
 
 
 def test_fixture_covers_every_layout_rule() -> None:
-    kinds = {p.kind for p in (place_of(rel) for rel in tree(FIXTURE)) if p}
+    kinds = {p.kind for p in (place_of(rel) for rel in digests(FIXTURE)) if p}
     assert kinds == {kind for _, kind, _, _ in RULES}
 
 
@@ -330,12 +326,12 @@ def read_only_copy(src: Path, dst: Path) -> Path:
 def test_legacy_tree_may_be_read_only(tmp_path: Path) -> None:
     legacy = read_only_copy(FIXTURE, tmp_path / "legacy")
     try:
-        before = tree(legacy)
+        before = digests(legacy)
         code, _ = cli("--root", str(tmp_path / "store"), "--durability", "flush", "apply", str(legacy), "--no-tokens")
         assert code == 0
         code, _ = cli("--root", str(tmp_path / "store"), "verify", str(legacy), "--no-tokens")
         assert code == 0
-        assert tree(legacy) == before
+        assert digests(legacy) == before
     finally:
         for p in [legacy, *legacy.rglob("*")]:
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
@@ -402,10 +398,10 @@ def test_export_refuses_the_legacy_folder(tmp_path: Path) -> None:
     shutil.copytree(FIXTURE, legacy)
     root = str(tmp_path / "store")
     assert cli("--root", root, "--durability", "flush", "apply", str(legacy), "--no-tokens")[0] == 0
-    before = tree(legacy)
+    before = digests(legacy)
     assert cli("--root", root, "export", str(tmp_path), "--no-tokens")[0] == 2  # tmp_path/data is the source
     assert cli("--root", root, "export", str(legacy), "--flat", "--no-tokens")[0] == 2
-    assert tree(legacy) == before
+    assert digests(legacy) == before
 
 
 # -- crash safety --------------------------------------------------------------------------------
@@ -452,7 +448,7 @@ def test_apply_and_rollback_survive_sigkill(tmp_path: Path) -> None:
     row, then once more and rollback three times at random moments: every
     re-run completes, export is byte-identical, nothing is written twice."""
     legacy = REAL if REAL.is_dir() else FIXTURE
-    files = len(tree(legacy))
+    files = len(digests(legacy))
     rng = random.Random(int(os.environ.get("MIGRATION_CRASH_SEED", "20260111")))
     start = time.perf_counter()
     assert _spawn(tmp_path / "calibrate", "apply", str(legacy)).wait() == 0
@@ -474,7 +470,7 @@ def test_apply_and_rollback_survive_sigkill(tmp_path: Path) -> None:
         snapshot = versions(mm)
         assert engine.apply(mm, legacy).actions() == {"unchanged": files}
         assert versions(mm) == snapshot
-    assert tree(tmp_path / "out" / legacy.name) == tree(legacy)
+    assert digests(tmp_path / "out" / legacy.name) == digests(legacy)
 
     for _ in range(3):
         proc = _spawn(root, "rollback")

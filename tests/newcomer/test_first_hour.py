@@ -1,4 +1,4 @@
-"""Issue 22, "a new user's first hour": each promise a new user met broken."""
+"""A new user's first hour: each promise a new user meets, kept."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15: recall() and remember(), their behaviour on real files.
+"""recall() and remember(), their behaviour on real files.
 
 Recall searches an FTS5 index kept under ``<root>/index``; these tests check
 what it finds (stemmed words, across namespaces), what it must never serve
@@ -37,16 +37,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.helpers.canary import files_holding
+
 NOTES = NamespaceSpec("t.notes", index=("text",), ttl=60.0)
 
 
 def keys(hits: list[Any]) -> set[tuple[str, str]]:
     return {(h.namespace, h.key) for h in hits}
-
-
-def files_holding(root: Path, needle: str) -> list[str]:
-    raw = needle.encode()
-    return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and raw in p.read_bytes()]
 
 
 def run_child(code: str, root: Path) -> Any:
@@ -526,9 +523,8 @@ def test_a_commit_without_its_log_entry_is_found_by_a_long_lived_process(root: P
 
 
 def test_a_damaged_index_is_set_aside_and_rebuilt(root: Path) -> None:
-    """Issue 22 item 9 (was: a CorruptRecord on every recall until the file
-    was deleted by hand): the damaged file goes to quarantine/, kept, and the
-    recall that met it rebuilds the index. More in
+    """A damaged index does not fail every recall: the damaged file goes to
+    quarantine/, kept, and the recall that met it rebuilds the index. More in
     tests/recall/test_recall_index_damage.py."""
     with MemoryManager(root, durability="flush") as mm:
         mm.write("focus.notes", "a", "a zqdamage note")

@@ -1,13 +1,10 @@
-"""Issue 22, items 9 and 10: the recall index file (``index/recall.db``).
+"""The recall index file (``index/recall.db``) when it is damaged or SQLite fails.
 
-9: a damaged index (truncated to 4 KiB, header overwritten, pages
-overwritten) made every recall() and context() raise CorruptRecord for good,
-and check() returned []. Now check() reports it (``corrupt-index``), the
-damaged file is kept under ``quarantine/`` and the index is rebuilt, by the
-same recall that met it.
-10: SQLite's own errors (disk full, database locked after 30 s) came out as
-``sqlite3.OperationalError``; now typed, and a busy index gives up within
-``index_health.BUSY_TIMEOUT``.
+A damaged index (truncated to 4 KiB, header overwritten, pages overwritten)
+is reported by check() (``corrupt-index``); the damaged file is kept under
+``quarantine/`` and the index is rebuilt, by the same recall that met it.
+SQLite's own errors (disk full, database locked) come out typed, and a busy
+index gives up within ``index_health.BUSY_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -55,8 +52,8 @@ def _pages(db: Path) -> None:
 @pytest.mark.parametrize("damage", [_truncate, _header, _pages], ids=["truncated", "header", "pages"])
 @pytest.mark.parametrize("first", ["check", "recall", "context"])
 def test_damaged_index_is_reported_kept_aside_and_rebuilt(root: Path, damage: object, first: str) -> None:
-    """Failed before the fix: check() returned [] and recall()/context()
-    raised CorruptRecord on every call, in every new process."""
+    """check() reports the damage, quarantines the file and rebuilds the
+    index; recall() and context() answer again, in this and every new process."""
     fill(root)
     db = root / "index" / "recall.db"
     damage(db)  # type: ignore[operator]
@@ -79,8 +76,8 @@ def test_damaged_index_is_reported_kept_aside_and_rebuilt(root: Path, damage: ob
 
 
 def test_busy_index_gives_up_bounded_and_typed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Failed before the fix: sqlite3.OperationalError "database is locked",
-    after 30 s. The wait is index_health.BUSY_TIMEOUT (5 s), shortened here."""
+    """A locked index is a typed error (not sqlite3.OperationalError "database
+    is locked") within index_health.BUSY_TIMEOUT (5 s), shortened here."""
     assert index_health.BUSY_TIMEOUT <= 5
     fill(root, 20)
     monkeypatch.setattr(index_health, "BUSY_TIMEOUT", 0.3)
@@ -122,8 +119,9 @@ print("no error")
 
 
 def test_full_disk_under_the_index_is_a_storage_error(tmp_path: Path) -> None:
-    """Failed before the fix: sqlite3.OperationalError ("database or disk is
-    full"). A file size limit (RLIMIT_FSIZE) stands in for the full disk."""
+    """A full disk under the index is a typed error (not sqlite3.OperationalError
+    "database or disk is full"). A file size limit (RLIMIT_FSIZE) stands in
+    for the full disk."""
     p = subprocess.run([sys.executable, "-c", _FULL, str(tmp_path / "s")], capture_output=True, text=True,
                        timeout=300, cwd=REPO)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Issue 22, item 11: recall() input the index could not take is refused, typed."""
+"""recall() input the index cannot take is refused, typed."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from hrm_memory import InvalidArgument, MemoryManager
 
 
 def test_prefix_with_a_lone_surrogate_is_invalid_argument(root: Path) -> None:
-    """Failed before the fix: UnicodeEncodeError once 160+ records matched
-    (the prefix went into SQLite); fewer matches filtered in Python."""
+    """A key prefix holding lone surrogates is refused, typed, however many
+    records match (past 160 matches the prefix goes into SQLite, which could
+    not encode it; below that the matches are filtered in Python)."""
     with MemoryManager(root, durability="flush") as mm:
         for i in range(200):
             mm.remember(f"apples are nice number {i}", kind="semantic", key=f"apple-{i:03d}")

@@ -1,4 +1,4 @@
-"""Recall by passage (issue 25): a record is ranked by the passage that
+"""Recall by passage: a record is ranked by the passage that
 answers (a message of a conversation, an entry of a map or list, a paragraph
 of a note), each hit carries that passage as ``snippet``, and its confidence
 says whether the passage shares anything specific with the question."""

@@ -1,4 +1,4 @@
-"""Issue 15, must-show 3: after any sequence of write / update / delete /
+"""After any sequence of write / update / delete /
 archive / revoke (with and without purge) / grant / reopen, and after a
 process SIGKILLed between (or inside) its steps, recall never returns a
 record that ``read`` would not return, and finds every live indexed record

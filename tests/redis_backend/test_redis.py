@@ -1,4 +1,4 @@
-"""Issue 11: the Redis backend on a real redis-server (tests/helpers/redis_server.py).
+"""The Redis backend on a real redis-server (tests/helpers/redis_server.py).
 
 Spans, consent and purge (not a byte of a gated value in Redis before consent,
 none after a purge, not even in the AOF), the change stream's cursors, the

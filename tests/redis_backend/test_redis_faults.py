@@ -1,4 +1,4 @@
-"""Issue 11, must-show 3: the Redis server fails under the store.
+"""The Redis server fails under the store.
 
 - SIGKILL and restart mid-run with ``appendonly yes`` + ``appendfsync always``:
   every acknowledged write is there afterwards, and the writer carries on.

@@ -1,12 +1,12 @@
-"""Issue 22, items 8 and 12: Redis URLs (a real redis-server where one is reached).
+"""Redis URLs (a real redis-server where one is reached).
 
-8: the password of a URL never appears in an error message, whatever the
-scheme's case, the slashes or surrounding whitespace (it did for
-``REDIS://:pw@...``, ``Redis://...``, ``redis:/:pw@...`` and a leading space).
-12: every bad URL is an ``InvalidArgument`` naming what is wrong (an unknown
-option was a ``TypeError``; a bad port, ``db=x``, ``max_connections=x``, a bad
-IPv6 address, ``socket_timeout=nan`` a ``ValueError``; ``socket_timeout=1e400``
-an ``OverflowError``).
+The password of a URL never appears in an error message, whatever the
+scheme's case, the slashes or surrounding whitespace (``REDIS://:pw@...``,
+``Redis://...``, ``redis:/:pw@...``, a leading space). Every bad URL is an
+``InvalidArgument`` naming what is wrong, not a ``TypeError`` (an unknown
+option), ``ValueError`` (a bad port, ``db=x``, ``max_connections=x``, a bad
+IPv6 address, ``socket_timeout=nan``) or ``OverflowError``
+(``socket_timeout=1e400``).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def _message_of(call: object) -> tuple[BaseException, str]:
     ],
 )
 def test_refused_url_never_quotes_its_password(tmp_path: Path, url: str) -> None:
-    """Failed before the fix for the upper-case, one-slash and leading-space
-    spellings (the password was quoted) and for ?foo=1 (TypeError)."""
+    """The password is not in the message for any spelling (upper case, one
+    slash, a leading space), and ?foo=1 is an InvalidArgument too."""
     exc, text = _message_of(lambda: MemoryManager(tmp_path / "r", backend=url))
     assert isinstance(exc, InvalidArgument) and isinstance(exc, ValueError), repr(exc)
     assert SECRET not in text
@@ -94,8 +94,9 @@ def test_upper_case_scheme_reaches_a_real_server(tmp_path: Path) -> None:
     ],
 )
 def test_bad_option_is_invalid_argument_naming_it(tmp_path: Path, query: str, names: str) -> None:
-    """Failed before the fix: TypeError, ValueError or OverflowError (at
-    construction or at the first command), or accepted silently."""
+    """An InvalidArgument at construction: not a TypeError, ValueError or
+    OverflowError (at construction or at the first command), and never
+    accepted silently."""
     require_redis()
     url = f"redis://127.0.0.1:{shared_server().port}/0?{query}"
     exc, _ = _message_of(lambda: MemoryManager(tmp_path / "r", backend=url).close())

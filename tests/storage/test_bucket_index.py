@@ -1,4 +1,4 @@
-"""Issue 13, storage parts: persisted bucket indexes (``warm/<ns>/<bb>.idx``)
+"""Persisted bucket indexes (``warm/<ns>/<bb>.idx``)
 and a bounded signal log.
 
 An index is a cache: used only when it is intact and of the bucket file as
@@ -19,7 +19,7 @@ from hrm_memory import CursorExpired, MemoryManager, NamespaceSpec
 from hrm_memory.storage.file import changes as signal_log
 from hrm_memory.storage.file.warm import buckets as bucket_index
 from hrm_memory.storage.file.warm.tier import bucket_of
-from tests.storage.test_hostile import assert_layout
+from tests.helpers.layout import assert_layout
 
 NS = "t.big"
 N = 600

@@ -1,4 +1,4 @@
-"""Issue 13: every bucket has a persisted index, and it stays current.
+"""Every bucket has a persisted index, and it stays current.
 
 - a bucket of a few records gets one too (its first read after a reopen
   is then no scan of the bucket);

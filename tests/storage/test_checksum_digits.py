@@ -1,12 +1,8 @@
-"""Issue 22, the CI flake: a damaged checksum that int(..., 16) still read as
-the same number.
-
-``tests/storage/test_corruption.py::test_arbitrary_damage_inside_a_record_is_caught``
-failed once with ``damage {0: 9} went unnoticed``: the victim line's crc32
-began with ``0`` and a tab there (``"\\t1ab2c3d"``) parsed to the same value,
-as do upper case digits and a ``0x`` or ``+`` prefix. Whether
-the test failed depended on the record's checksum (its timestamps), so on
-the run. The checksum is now compared as the exact digits written.
+"""A damaged checksum that ``int(..., 16)`` would still read as the same
+number is caught: a tab before a leading ``0`` (``"\\t1ab2c3d"``), upper case
+digits, a ``0x`` or ``+`` prefix. The checksum is compared as the exact digits
+written, so whether damage is caught does not depend on the record's
+checksum (its timestamps).
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from hrm_memory import CorruptRecord, MemoryManager, NamespaceSpec
 from hrm_memory.storage.fsutil import frame, unframe
 from hrm_memory.storage.redis.scripts import decode
 from hrm_memory.storage.file.warm.format import parse_line
-from tests.storage.test_corruption import damage, find_line
+from tests.helpers.damage import damage, find_line
 
 NS = "t.notes"
 
@@ -56,7 +52,7 @@ def _body_whose_crc(pred: object) -> bytes:
     ],
 )
 def test_a_checksum_spelled_differently_fails(pred: object) -> None:
-    """Failed before the fix: parse_line and unframe accepted every variant."""
+    """parse_line and unframe accept the digits as written and refuse every variant."""
     body = _body_whose_crc(pred)
     line = frame(body)[1:-1]
     assert parse_line(line) is not None and unframe(line) == body
@@ -82,8 +78,7 @@ def test_redis_record_blob_checksum_spelled_differently_fails() -> None:
 
 def test_upper_cased_checksum_digit_in_a_store_is_caught(root: Path) -> None:
     """End to end, on a real store: every upper-cased hex letter of the
-    newest line's checksum is found by check() and refused by read().
-    Failed before the fix (check() returned [] and read() served the value)."""
+    newest line's checksum is found by check() and refused by read()."""
     specs = [NamespaceSpec(NS)]
     n = 0
     while True:  # a line whose checksum has a letter (98% of them do)

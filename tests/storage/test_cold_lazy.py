@@ -1,4 +1,4 @@
-"""Issue 13: a cold read decodes its frame only as far as the key it wants.
+"""A cold read decodes its frame only as far as the key it wants.
 
 A frame's payload is checked whole (crc32) but inflated and unpacked lazily;
 later lookups in the same frame resume the decode. Whatever the order of the

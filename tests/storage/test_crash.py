@@ -1,4 +1,4 @@
-"""Must-show 2: a writer in fsync mode is killed with SIGKILL at random moments,
+"""A writer in fsync mode is killed with SIGKILL at random moments,
 over 24 rounds on one store; after each, every acknowledged record reads back
 intact and check() reports nothing."""
 
@@ -9,65 +9,19 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from tests.helpers.killed_writer import KilledWriter
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = [NamespaceSpec("crash.data"), NamespaceSpec("crash.aged", ttl=1.0)]
 ROUNDS = 24
-
-
-class Writer:
-    """Runs the writer and collects its B/A lines on a thread."""
-
-    def __init__(self, root: Path, seed: int, locking: bool = False) -> None:
-        args = [sys.executable, "-m", "tests.helpers.crash_writer", str(root), str(seed)]
-        if locking:
-            args.append("--locking")
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode().rstrip("\n")
-            if line == "READY":
-                self.ready.set()
-            else:
-                self.lines.append(line)
-        self.ready.set()
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.reader.join(timeout=10)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        err = self.proc.stderr.read().decode()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        assert "Traceback" not in err, err
-
-    def operations(self) -> tuple[list[list[Any]], list[Any] | None]:
-        """(acknowledged operations, the one in flight at the kill or None)."""
-        acked: list[list[Any]] = []
-        pending = None
-        for line in self.lines:
-            if line.startswith("B "):
-                pending = orjson.loads(line[2:])
-            elif line == "A" and pending is not None:
-                acked.append(pending)
-                pending = None
-        return acked, pending
+NOTES = "t.notes"
 
 
 def apply(model: dict[tuple[str, str], Any], op: list[Any]) -> None:
@@ -84,11 +38,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
     model: dict[tuple[str, str], Any] = {}
     total_acked = 0
     for round_ in range(ROUNDS):
-        writer = Writer(root, seed=round_)
+        writer = KilledWriter("crash_writer", root, round_)
         assert writer.ready.wait(30), "writer did not start"
         time.sleep(rng.uniform(0.02, 0.4))
-        writer.kill()
-        acked, in_flight = writer.operations()
+        acked, in_flight = writer.kill()
         total_acked += len(acked)
         for op in acked:
             apply(model, op)
@@ -105,3 +58,31 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                 model = got
             assert mm.check() == [], f"round {round_}"
     assert total_acked > ROUNDS * 5, "the writer barely ran; the test proves little"
+
+
+def test_kill_during_compact_leaves_no_temp_after_reopen(root: Path) -> None:
+    """A SIGKILL during compact() leaves a ``.NN.log.PID.compact`` temp behind;
+    the next open removes it, and the last version reads back."""
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NOTES)]) as mm:
+        for i in range(300):
+            mm.write(NOTES, "k", {"i": i, "pad": "x" * 2000})
+    code = f"""
+import os, signal
+from hrm_memory.storage.file.warm import upkeep as warm_upkeep
+from hrm_memory import MemoryManager, NamespaceSpec
+real = warm_upkeep._write_all
+def die(fd, data):
+    real(fd, data[: len(data) // 2])
+    os.kill(os.getpid(), signal.SIGKILL)
+warm_upkeep._write_all = die
+with MemoryManager({str(root)!r}, durability="flush", namespaces=[NamespaceSpec({NOTES!r})]) as mm:
+    mm.compact()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO)
+    assert proc.returncode == -signal.SIGKILL
+    temps = list((root / "warm" / NOTES).glob(".*.compact"))
+    assert temps, "the kill should have left a compaction temp behind"
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NOTES)]) as mm:
+        assert list((root / "warm" / NOTES).glob(".*.compact")) == []
+        assert mm.read(NOTES, "k") == {"i": 299, "pad": "x" * 2000}
+        assert mm.check() == []

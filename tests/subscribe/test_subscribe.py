@@ -1,4 +1,4 @@
-"""Issue 4: subscriptions within a process and across processes (must-show 3)."""
+"""Subscriptions within a process and across processes."""
 
 from __future__ import annotations
 

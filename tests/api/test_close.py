@@ -1,17 +1,26 @@
-"""Issue 14, item 11: close() while other threads write gave untyped errors,
-and with the window held open a write landed in an unrelated file."""
+"""close() and aclose() while other threads write or the caller cancels.
+
+Writers of other threads are fenced by close(): each gets StoreClosed or
+its write completes, and a write in flight never lands in a file opened
+after close (on a freed descriptor number). An aclose() cut short by
+asyncio.wait_for still closes the manager: the close completes before the
+cancellation is let through."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from pathlib import Path
 
-from hrm_memory import MemoryManager, NamespaceSpec, StoreClosed
+import pytest
+
+from hrm_memory import AsyncMemoryManager, Event, MemoryManager, NamespaceSpec, StoreClosed
 
 NS = "t.close"
 
 
-def test_item11_close_fences_writers_of_other_threads(tmp_path: Path) -> None:
+def test_close_fences_writers_of_other_threads(tmp_path: Path) -> None:
     for round_ in range(10):
         root = tmp_path / f"store{round_}"
         mm = MemoryManager(root, durability="flush", locking=True, namespaces=[NamespaceSpec(NS)])
@@ -50,13 +59,11 @@ def test_item11_close_fences_writers_of_other_threads(tmp_path: Path) -> None:
             assert again.check() == []
 
 
-def test_item11_close_waits_for_a_write_in_flight(tmp_path: Path, monkeypatch: object) -> None:
+def test_close_waits_for_a_write_in_flight(tmp_path: Path, monkeypatch: object) -> None:
     """The window held open: a write paused inside the warm tier while
     another thread closes the store and opens files (which take the freed
     descriptor numbers). The write must complete into the store, or fail
     typed; never land in one of those files."""
-    import pytest
-
     from hrm_memory.storage.file.warm import files as warm_files
 
     inside, go_on = threading.Event(), threading.Event()
@@ -107,3 +114,40 @@ def _try(fn: object) -> object:
     except BaseException as exc:  # noqa: BLE001 - returned for the assertion
         return exc
     return None
+
+
+@pytest.mark.parametrize("round_", range(20))
+def test_aclose_cut_short_by_wait_for_still_closes(root: Path, round_: int) -> None:
+    """Right after the TimeoutError the manager is closed, and its executor
+    and event threads are gone."""
+    before = set(threading.enumerate())
+
+    async def main() -> None:
+        amm = AsyncMemoryManager(root, durability="flush")
+        seen: list[Event] = []
+
+        def slow(event: Event) -> None:
+            seen.append(event)
+            time.sleep(0.3)  # a slow subscriber: the write's thread is busy while aclose waits for it
+
+        # A synchronous subscriber runs on the writing thread (one of the
+        # twin's workers); the async one on the loop, where it would block it.
+        sub = amm.manager.subscribe("focus.slow", slow)
+        other = await amm.subscribe("focus.*", None)  # and one delivered on the loop
+        writing = asyncio.create_task(amm.write("focus.slow", "k", {"round": round_}))
+        await asyncio.sleep(0.05)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(amm.aclose(), timeout=0.01 + 0.01 * (round_ % 5))
+        # Nothing more to await: the close is over when wait_for gave up.
+        assert amm.manager.closed
+        # (asyncio_N: the loop's own executor, which ran the close; asyncio.run ends it)
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")]
+        assert left == [], f"threads still running after the cancelled aclose: {left}"
+        assert await writing  # the write in flight was waited for, not cut off
+        assert len(seen) == 1
+        with pytest.raises(StoreClosed):
+            await amm.read("focus.slow", "k")
+        sub.cancel()
+        other.cancel()
+
+    asyncio.run(main())

@@ -1,18 +1,17 @@
-"""Issue 14, item 7: check() was blind to checksum-valid but misplaced lines.
+"""``check()`` and ``check(fix=True)`` on the file backend: what they find,
+and that a fix destroys nothing intact.
 
-- Two bucket files swapped (a misdirected restore): every line sits in a
-  bucket its key does not hash to, so reads answer "absent" and check() said
-  nothing. Now each line is a ``misplaced-record`` finding, and
-  ``check(fix=True)`` moves the newest line of each key to its own bucket
-  (or, when that bucket already has the same or a newer version, leaves the
-  copy in ``quarantine/``): nothing intact is destroyed.
+- Checksum-valid but misplaced lines: two bucket files swapped (a misdirected
+  restore) put every line in a bucket its key does not hash to. Each line is a
+  ``misplaced-record`` finding, and ``check(fix=True)`` moves the newest line
+  of each key to its own bucket (or, when that bucket already has the same or
+  a newer version, leaves the copy in ``quarantine/``).
 - An old line replayed at the end of a bucket (a lower version that repeats
-  an earlier line byte for byte): reads served the replayed (older) version
-  as current and check() said nothing. Now it is a ``replayed-record``
-  finding, and ``check(fix=True)`` moves it to ``quarantine/`` and keeps the
-  newest legitimate line as current.
-
-Each test failed before the fix (check() returned no finding).
+  an earlier line byte for byte) is a ``replayed-record`` finding;
+  ``check(fix=True)`` moves it to ``quarantine/`` and keeps the newest
+  legitimate line as current.
+- A damaged line whose key now names another record: the fix quarantines the
+  damage and keeps the intact record.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.storage.file.warm.tier import bucket_of, encode_line
-from tests.storage.test_corruption import find_line, quarantined
+from tests.helpers.damage import damage, find_line, quarantined
 
 NS = "t.notes"
 
@@ -189,3 +188,23 @@ def test_a_lower_version_that_repeats_nothing_is_a_racing_write(root: Path) -> N
     with open_mm(root) as mm:
         assert mm.check() == []
         assert mm.read(NS, "k") == {"v": "racer"}
+
+
+def test_fix_keeps_an_intact_record_whose_key_a_damaged_line_claims(root: Path) -> None:
+    """A bit flip turns ``note)0000``'s key into ``note-0000`` (")" is 0x29,
+    "-" is 0x2d): ``check(fix=True)`` quarantines the damaged line and keeps
+    the intact ``note-0000``."""
+    pairs = [(f"note-{i:04d}", f"note){i:04d}") for i in range(2000)]
+    good, bad = next((g, b) for g, b in pairs if bucket_of(g) == bucket_of(b))
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NS)]) as mm:
+        mm.write(NS, good, {"keep": "me"})
+        mm.write(NS, bad, {"lost": "to damage"})
+    path, start, end = find_line(root, NS, bad)
+    at = path.read_bytes().index(bad.encode(), start) + 4
+    damage(path, {at: ord("-")})  # the damaged line now names `good`, with a bad checksum
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NS)]) as mm:
+        findings = mm.check(fix=True)
+        assert [f.kind for f in findings] == ["corrupt-record"] and findings[0].fixed
+        assert mm.read(NS, good) == {"keep": "me"}
+        assert mm.read(NS, bad) is None  # its only version is in quarantine
+        assert mm.check() == []

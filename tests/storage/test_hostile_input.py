@@ -8,8 +8,6 @@ is 0600 (directories 0700), whatever the process umask.
 from __future__ import annotations
 
 import os
-import pickle
-import re
 import stat
 import time
 import unicodedata
@@ -28,11 +26,16 @@ from hrm_memory import (
     MemoryManager,
     MemoryStoreError,
     NamespaceSpec,
+    StorageError,
     UndeclaredNamespace,
 )
 from hrm_memory.core.spec import MAX_KEY_BYTES
+from tests.helpers.damage import damage, find_line
+from tests.helpers.errors import assert_pickles
+from tests.helpers.layout import assert_layout, files_bytes
 
 NS = "altitude.patterns"
+NOTES = "t.notes"
 
 # -- helpers -------------------------------------------------------------------
 
@@ -56,15 +59,6 @@ def tree(base: Path, *, exclude: Path | None = None) -> dict[str, tuple[Any, ...
                 out[str(p)] = (kind, stat.S_IMODE(st_.st_mode))
             else:
                 out[str(p)] = (kind, st_.st_size, st_.st_mtime_ns, stat.S_IMODE(st_.st_mode))
-    return out
-
-
-def files_bytes(root: Path) -> dict[str, bytes]:
-    """The bytes of every regular file under ``root``."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink():
-            out[str(p.relative_to(root))] = p.read_bytes()
     return out
 
 
@@ -106,61 +100,6 @@ class Outside:
         assert not removed, f"removed outside the root: {removed}"
         assert not changed, f"changed outside the root: {changed}"
         assert after[1] == self.before[1], "an absolute path outside the root changed"
-
-
-_NS_RE = r"[a-z][a-z0-9_]{0,31}(?:\.[a-z][a-z0-9_]{0,31}){1,3}"
-_LAYOUT = re.compile(
-    "|".join(
-        [
-            r"(warm|cold|locks|meta|run|quarantine|events|traces)",
-            r"events/[0-9]{6}\.log",
-            r"events/\.(?:lock|seg)",
-            r"traces/spans\.jsonl",
-            rf"warm/(?:_h\.)?{_NS_RE}",  # _h.<namespace>: its kept history (issue 27, docs/history.md)
-            rf"warm/(?:_h\.)?{_NS_RE}/[0-9a-f]{{2}}\.log",
-            rf"warm/(?:_h\.)?{_NS_RE}/\.gen",
-            rf"warm/(?:_h\.)?{_NS_RE}/[0-9a-f]{{2}}\.idx",  # persisted bucket index (issue 13)
-            rf"cold/{_NS_RE}",
-            rf"cold/{_NS_RE}/[0-9]{{6}}\.seg",
-            rf"locks/(?:(?:_h\.)?{_NS_RE}|meta\.namespaces)\.lock",
-            rf"locks/(?:_h\.)?{_NS_RE}\.writers",  # the writer gate: appends shared, rewrites exclusive
-            r"meta/namespaces\.json",
-            r"index",
-            r"index/recall\.db(?:-wal|-shm|-journal)?",  # the recall index (docs/recall.md)
-            r"meta/\.gen",  # run-time declarations' change counter
-            r"run/[0-9]+-[0-9a-f]{8}\.touched",
-            rf"quarantine/(?:warm__{_NS_RE}__[0-9a-f]{{2}}\.log|cold__{_NS_RE}__[0-9]{{6}}\.seg)"
-            r"\.(?:corrupt|torn|misplaced|replayed)-[0-9]+\.bad",
-        ]
-    )
-)
-
-
-_LAYOUT_NAME = re.compile(r"[0-9a-f]*\.(?:log|seg)|namespaces\.json")
-
-
-def assert_layout(root: Path, keys: list[str] = ()) -> None:
-    """Every path under the root is one the documented layout allows, and no
-    file name contains a (distinctive) key: keys never become file names."""
-    for p in root.rglob("*"):
-        rel = p.relative_to(root).as_posix()
-        assert not p.is_symlink(), f"unexpected symlink {rel}"
-        assert _LAYOUT.fullmatch(rel), f"path outside the documented layout: {rel!r}"
-        for key in keys:
-            # Keys shaped like the store's own file names are covered by the
-            # layout match above; any other key must not appear in a name.
-            if isinstance(key, str) and len(key) >= 3 and not _LAYOUT_NAME.fullmatch(key):
-                assert key not in p.name, f"key {key!r} became part of file name {rel!r}"
-
-
-def assert_pickles(err: BaseException) -> None:
-    clone = pickle.loads(pickle.dumps(err))
-    assert type(clone) is type(err)
-    assert str(clone) == str(err)
-    assert clone.__dict__ == err.__dict__
-    for attr in ("namespace", "key", "path", "hrm"):
-        if hasattr(err, attr):
-            assert getattr(clone, attr) == getattr(err, attr)
 
 
 @pytest.fixture(autouse=True)
@@ -659,6 +598,37 @@ def test_symlink_planted_in_root_is_not_followed(tmp_path: Path, root: Path, whe
             pass
     assert (outside / "victim.txt").read_bytes() == victim, "the store wrote through a symlink"
     assert tree(outside) == before, f"the store created or changed files outside its root: {sorted(tree(outside))}"
+
+
+@pytest.mark.parametrize("planted", ["quarantine", "meta", "run", "locks"])
+def test_links_planted_as_store_folders_are_never_followed(root: Path, tmp_path: Path, planted: str) -> None:
+    """A link planted as quarantine/, meta/, run/ or locks/ is never followed:
+    the store writes nothing outside its root (a typed refusal at open is as
+    good as one at use)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NOTES)]) as mm:
+        mm.write(NOTES, "k", {"v": "CANARY-outside"})
+    if (root / planted).exists():
+        os.rename(root / planted, tmp_path / f"{planted}.moved")
+    os.symlink(outside, root / planted)
+    try:  # refusing at open (a typed error) is as good as refusing at use
+        with MemoryManager(root, durability="flush", locking=True, namespaces=[NamespaceSpec(NOTES)]) as mm:
+            attempts = {
+                "quarantine": lambda: (_damage_one(root), mm.check(fix=True)),
+                "meta": lambda: mm.declare(NamespaceSpec("t.extra")),
+                "run": lambda: mm.write(NOTES, "k2", {"v": "CANARY-outside"}),
+                "locks": lambda: mm.update(NOTES, "k", lambda v: {"v": "CANARY-outside", "n": 2}),
+            }
+            attempts[planted]()
+    except StorageError as exc:
+        assert "symbolic link" in str(exc)
+    assert list(outside.iterdir()) == [], f"the store wrote into the linked {planted}/"
+
+
+def _damage_one(root: Path) -> None:
+    path, start, end = find_line(root, NOTES, "k")
+    damage(path, {end - 2: path.read_bytes()[end - 2] ^ 0x01})
 
 
 def test_hostile_keys_in_an_indexed_namespace_are_recalled_and_stay_out_of_file_names(

@@ -1,6 +1,6 @@
 """Damage on disk: detected, isolated, typed, quarantined, never silently dropped.
 
-Issue must-show 5. Bytes are damaged in the real files the way a bad disk or a
+Bytes are damaged in the real files the way a bad disk or a
 crash would (flipped bytes, truncation), following the formats documented in
 storage/file/warm/tier.py (``\\n<crc32 8 hex> <header JSON>\\t<value JSON>\\n`` lines in
 ``warm/<ns>/<bb>.log``) and storage/file/cold.py (``HRMc | len u32 BE | crc32 u32
@@ -9,25 +9,27 @@ BE | payload`` frames in ``cold/<ns>/<nnnnnn>.seg``).
 
 from __future__ import annotations
 
-import pickle
 import shutil
-import struct
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec, StorageError
+from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec
+from tests.helpers.damage import damage, find_line, frames, quarantined
+from tests.helpers.errors import assert_pickles
 
 WARM_NS = ["altitude.patterns", "focus.slow", "reasoning.strategies"]
 VICTIM_NS = "focus.slow"
 VICTIM = "victim-record"
 AGING = "test.aging"
+NOTES = "t.notes"
 
 # -- helpers --------------------------------------------------------------------
 
@@ -65,65 +67,12 @@ def populate(root: Path) -> dict[tuple[str, str], Any]:
     return expected
 
 
-def find_line(root: Path, ns: str, key: str, op: bytes = b"p") -> tuple[Path, int, int]:
-    """(file, start, end) of the newest line of ``key`` in the warm logs of
-    ``ns``: the bytes between the line's two newlines."""
-    needle = b'["' + op + b'",' + orjson.dumps(key) + b","
-    hits = []
-    for path in sorted((root / "warm" / ns).glob("*.log")):
-        data = path.read_bytes()
-        pos = data.rfind(needle)
-        if pos >= 0:
-            hits.append((path, data, pos))
-    assert len(hits) == 1, f"{key!r} found in {len(hits)} files"
-    path, data, pos = hits[0]
-    start = data.rfind(b"\n", 0, pos) + 1
-    end = data.find(b"\n", pos)
-    assert end > 0
-    return path, start, end
-
-
-def damage(path: Path, changes: dict[int, int]) -> bytes:
-    data = bytearray(path.read_bytes())
-    for pos, byte in changes.items():
-        data[pos] = byte
-    path.write_bytes(bytes(data))
-    return bytes(data)
-
-
 def assert_reads(mm: MemoryManager, expected: dict[tuple[str, str], Any], skip: set[tuple[str, str]] = set()) -> None:
     for (ns, key), value in expected.items():
         if (ns, key) in skip:
             continue
         got = mm.read(ns, key, default=None)
         assert orjson.dumps(got) == orjson.dumps(value), f"{ns}/{key}: {got!r} != {value!r}"
-
-
-def quarantined(root: Path) -> dict[str, bytes]:
-    q = root / "quarantine"
-    return {p.name: p.read_bytes() for p in sorted(q.iterdir())} if q.is_dir() else {}
-
-
-def frames(seg: Path) -> list[tuple[int, int]]:
-    """(offset, total length) of every frame of an undamaged segment."""
-    data = seg.read_bytes()
-    out, off = [], 0
-    while off < len(data):
-        magic, length, crc = struct.unpack_from(">4sII", data, off)
-        assert magic == b"HRMc" and zlib.crc32(data[off + 12 : off + 12 + length]) == crc
-        out.append((off, 12 + length))
-        off += 12 + length
-    return out
-
-
-def assert_pickles(err: BaseException) -> None:
-    clone = pickle.loads(pickle.dumps(err))
-    assert type(clone) is type(err)
-    assert str(clone) == str(err)
-    assert clone.__dict__ == err.__dict__
-    for attr in ("namespace", "key", "path", "errno"):
-        if hasattr(err, attr):
-            assert getattr(clone, attr) == getattr(err, attr), attr
 
 
 # -- warm: flipped bytes ---------------------------------------------------------------------
@@ -151,8 +100,8 @@ def test_flipped_value_byte_is_reported_isolated_and_quarantined(root: Path) -> 
             assert_pickles(err)
         assert_reads(mm, expected, skip={(VICTIM_NS, VICTIM)})
         # A query over the damaged record says so, as read() does, rather than
-        # return an incomplete (or superseded) result as if it were whole
-        # (issue 14, item 6); the other namespaces query as usual.
+        # return an incomplete (or superseded) result as if it were whole;
+        # the other namespaces query as usual.
         with pytest.raises(CorruptRecord) as info:
             mm.query(VICTIM_NS)
         assert info.value.key == VICTIM
@@ -278,6 +227,26 @@ def test_damaged_newest_version_does_not_serve_the_superseded_one(root: Path) ->
         with pytest.raises(CorruptRecord):
             got = mm.read(VICTIM_NS, VICTIM)
             pytest.fail(f"read returned the superseded version {got!r} as current")
+
+
+def test_query_over_a_damaged_key_does_not_serve_the_superseded_version(root: Path) -> None:
+    """The newest line of a key damaged in its key: read() and query() both
+    raise CorruptRecord (query() does not serve version 1 as current); after
+    ``check(fix=True)`` they agree again."""
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NOTES)]) as mm:
+        mm.write(NOTES, "victim", {"v": 1})
+        mm.write(NOTES, "victim", {"v": 2})
+    path, start, end = find_line(root, NOTES, "victim")
+    key_at = path.read_bytes().index(b"victim", start)
+    damage(path, {key_at + 2: path.read_bytes()[key_at + 2] ^ 0x01})
+    with MemoryManager(root, durability="flush", namespaces=[NamespaceSpec(NOTES)]) as mm:
+        with pytest.raises(CorruptRecord):
+            mm.read(NOTES, "victim")
+        with pytest.raises(CorruptRecord):
+            rows = mm.query(NOTES)
+            pytest.fail(f"query served {[r.value for r in rows]}")
+        mm.check(fix=True)  # the damage goes to quarantine; read and query agree again
+        assert [(r.key, r.value) for r in mm.query(NOTES)] == [("victim", mm.read(NOTES, "victim"))]
 
 
 # -- warm: torn tail ---------------------------------------------------------------------------
@@ -433,6 +402,33 @@ def test_damaged_archive_frame_is_reported_isolated_and_quarantined(root: Path, 
         assert mm.get_record(AGING, "later").tier == "cold"
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [b"not zlib at all", zlib.compress(b"\xc1 not msgpack"), zlib.compress(msgpack.packb([[1, 2], "x"]))],
+    ids=["not-zlib", "not-msgpack", "not-records"],
+)
+def test_archive_frame_with_a_valid_crc_but_bad_payload_is_typed(root: Path, payload: bytes) -> None:
+    """A cold frame whose payload passes its crc32 but is not zlib, not msgpack
+    or not records: read() raises CorruptRecord, check() reports a
+    ``corrupt-frame`` and ``check(fix=True)`` clears it."""
+    from hrm_memory.storage.file import cold
+
+    aging = "t.aging"
+    specs = [NamespaceSpec(aging, ttl=60.0)]
+    with MemoryManager(root, durability="flush", namespaces=specs) as mm:
+        mm.write(aging, "k", {"v": 1})
+        assert mm.archive(now=time.time() + 10**6) == {aging: 1}
+    (seg,) = (root / "cold" / aging).glob("*.seg")
+    seg.write_bytes(cold._HEAD.pack(cold.MAGIC, len(payload), zlib.crc32(payload)) + payload)
+    with MemoryManager(root, durability="flush", namespaces=specs) as mm:
+        with pytest.raises(CorruptRecord):
+            mm.read(aging, "k")
+        findings = mm.check()
+        assert "corrupt-frame" in {f.kind for f in findings}
+        mm.check(fix=True)
+        assert mm.check() == []
+
+
 @pytest.mark.parametrize("how", ["flip", "truncate"])
 def test_check_is_clean_after_fixing_a_damaged_archive(root: Path, how: str) -> None:
     """check(fix=True) promises that every other record reads again and the
@@ -498,7 +494,7 @@ def test_wrongly_shaped_meta_namespaces_is_not_silently_ignored(root: Path) -> N
     assert not problems, "\n".join(problems)
 
 
-# -- layout damage and disk errors --------------------------------------------------------------------
+# -- layout damage ------------------------------------------------------------------------------------
 
 
 def test_namespace_path_replaced_by_a_file(root: Path) -> None:
@@ -521,43 +517,3 @@ def test_namespace_path_replaced_by_a_file(root: Path) -> None:
         findings = mm.check()
         assert [(f.kind, f.path) for f in findings] == [("stray-file", str(ns_dir))]
         assert_reads(mm, {k: v for k, v in expected.items() if k[0] != "altitude.patterns"})
-
-
-_REFUSED_WRITER = """
-import base64, os, pickle, resource, signal, sys
-from hrm_memory import MemoryManager
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-with MemoryManager(sys.argv[1], durability="flush") as mm:
-    mm.write("altitude.patterns", "small", 1)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
-    try:
-        mm.write("altitude.patterns", "big", "x" * 200_000)
-    except Exception as exc:
-        print(type(exc).__name__, exc.errno, file=sys.stderr)
-        sys.stdout.write(base64.b64encode(pickle.dumps(exc)).decode())
-"""
-
-
-def test_storage_error_crosses_a_process_boundary_with_errno(root: Path) -> None:
-    """A write the file system refuses (a worker process hits its file-size
-    limit: a short write, as on a full disk) raises StorageError with errno;
-    sent to the parent as a pickle it keeps type, message, path and errno."""
-    import base64
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", _REFUSED_WRITER, str(root)], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 0, proc.stderr
-    name, errno_text = proc.stderr.split()
-    assert name == "StorageError" and errno_text.isdigit(), proc.stderr
-    err = pickle.loads(base64.b64decode(proc.stdout))
-    assert type(err) is StorageError and isinstance(err, OSError) and isinstance(err, MemoryStoreError)
-    assert err.path.startswith(str(root / "warm" / "altitude.patterns"))
-    assert err.errno == int(errno_text), f"errno lost in the pickle round trip: {err.errno!r} != {errno_text}"
-    # The refused write left nothing behind: the store is sound and complete.
-    with MemoryManager(root, durability="flush") as mm:
-        assert mm.check() == []
-        assert mm.read("altitude.patterns", "small") == 1
-        assert mm.read("altitude.patterns", "big") is None

@@ -1,7 +1,10 @@
-"""The legacy APIs over the MemoryManager (adapters/): the call sequences a
-real HRM makes, with the exact legacy return values and context text
-(shared/legacy/LEGACY_API.md), the records they land in
-(migration/layout.py), and the cases where the adapters refuse to lose data.
+"""The_assist's legacy APIs over the MemoryManager (adapters/): CompressedMemory,
+Memory v1, SessionHistory, intent, retrospectives, AI reflection, curator,
+proactive engine, HRM agent blocks, feedback, entities and integrity. Each
+gets the call sequences a real HRM makes, with the exact legacy return values
+and context text (shared/legacy/LEGACY_API.md), the records they land in
+(migration/layout.py), a run on the real legacy file where the data ships
+it, and the cases where the adapters refuse to lose data.
 """
 
 from __future__ import annotations
@@ -9,14 +12,14 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from tests.helpers.clock import freeze
+from tests.helpers.damage import flip_value_byte
 from tests.helpers.legacy import DATA, legacy
 
 from hrm_memory import adapters
@@ -26,48 +29,31 @@ from hrm_memory import CorruptRecord, MemoryManager
 
 import dopejar.core.memory_v2 as dopejar_memory_v2  # noqa: E402  (after `import adapters`)
 import the_assist.core.memory_v2 as memory_v2  # noqa: E402
-from locked_system.memory import (  # noqa: E402
-    BridgeMemory,
-    CommitmentLease,
-    Decision,
-    FastMemory,
-    GateTransition,
-    History,
-    InteractionSignals,
-    SlowMemory,
-)
-from locked_system.memory.bridge import BridgeSignal  # noqa: E402
-from locked_system.memory.consent import (  # noqa: E402
-    ConsentManager,
-    format_consent_prompt,
-    format_consent_status,
-)
-from locked_system.memory.slow import BootstrapSnapshot  # noqa: E402
+from locked_system.memory import FastMemory, History, InteractionSignals  # noqa: E402
+from locked_system.memory.consent import ConsentManager  # noqa: E402
 from the_assist.core import entities, feedback, integrity  # noqa: E402
+from the_assist.core.ai_reflection import AIReflection, get_combined_insights, outcome_pattern  # noqa: E402
+from the_assist.core.curator import MemoryCurator  # noqa: E402
+from the_assist.core.hrm_agent import HRMAgent  # noqa: E402
 from the_assist.core.memory import Memory  # noqa: E402
 from the_assist.core.memory_v2 import COACHING_CODES, PATTERN_CODES, CompressedMemory  # noqa: E402
+from the_assist.core.proactive import ProactiveEngine  # noqa: E402
+from the_assist.core.retrospective import DEFAULT_BASELINE, SessionRetrospective  # noqa: E402
 from the_assist.hrm import SessionHistory  # noqa: E402
 from the_assist.hrm.history import SessionRecord  # noqa: E402
-
-
+from the_assist.hrm.intent import IntentStore  # noqa: E402
 
 
 def is_naive_iso(value: str) -> bool:
     return datetime.fromisoformat(value).tzinfo is None
 
 
-def damage(root: Path, namespace: str, key: str) -> None:
-    """Flip one byte in the value of the newest warm line of ``key`` (checksum now fails)."""
-    needle = b'["p",' + orjson.dumps(key) + b","
-    for path in (root / "warm" / namespace).glob("*.log"):
-        data = bytearray(path.read_bytes())
-        pos = data.rfind(needle)
-        if pos >= 0:
-            tab = data.index(b"\t", pos)
-            data[tab + 2] ^= 0x01
-            path.write_bytes(bytes(data))
-            return
-    raise AssertionError(f"no line for {key!r}")
+STORE = "the_assist/memory/store/"
+
+
+def rd(mm: MemoryManager, namespace: str, key: str) -> Any:
+    """The record in its legacy (expanded) shape, None if absent."""
+    return mm.read(namespace, key, None)
 
 
 # -- import paths -------------------------------------------------------------------
@@ -361,7 +347,7 @@ def test_memory_v1_recent_context_header_without_summaries(store: MemoryManager)
 def test_memory_v1_corrupt_record_raises_and_is_not_overwritten(root: Path) -> None:
     with MemoryManager(root, durability="flush") as mm, use_manager(mm):
         Memory().update_context({"active_threads": ["keep me"]})
-    damage(root, "altitude.context", "context")
+    flip_value_byte(root, "altitude.context", "context")
     with MemoryManager(root, durability="flush") as mm, use_manager(mm):
         mem = Memory()  # seeding does not touch an existing (even damaged) record
         with pytest.raises(CorruptRecord):
@@ -452,241 +438,6 @@ def test_session_history_on_legacy_data(store: MemoryManager) -> None:
     h = SessionHistory()
     assert [s.index for s in h.get_all_sessions()] == [1, 2, 3, 4]
     assert h.get_last_session() == SessionRecord(**data["sessions"][-1])
-
-
-# -- locked_system: the focus loop ---------------------------------------------------------
-
-
-def test_focus_loop(store: MemoryManager, tmp_path: Path) -> None:
-    memory_dir = tmp_path / "memory"
-    fast = FastMemory(memory_dir / "fast")
-    slow = SlowMemory(memory_dir / "slow")
-    history = History(memory_dir / "history")
-    assert not memory_dir.exists()  # memory_dir does not choose where data goes
-
-    # progress
-    assert fast.get_progress().momentum == "steady" and fast.get_recent_interactions() == []
-    fast.update_progress(milestone_completed="outline", blocker_added="waiting on Gaurav", momentum="accelerating")
-    fast.update_progress(milestone_completed="outline", blocker_removed="waiting on Gaurav")
-    progress = store.read("focus.interactions", "progress")
-    assert progress["milestones_completed"] == ["outline", "outline"] and progress["blockers"] == []
-    assert progress["momentum"] == "accelerating" and is_naive_iso(progress["last_update"])
-    fast.reset_progress(total_milestones=3)
-    assert store.read("focus.interactions", "progress")["milestones_total"] == 3
-
-    # a commitment lease for 3 turns, one interaction and one decrement per turn
-    slow.set_commitment(CommitmentLease(frame="<sales play>", turns_remaining=3))
-    history.add_gate_transition(GateTransition("commitment", "sensemaking", "execution", "lease taken"))
-    turns = []
-    for turn in range(105):
-        fast.record_interaction(
-            InteractionSignals(user_input_length=turn, response_length=2 * turn, had_commitment=slow.has_commitment())
-        )
-        slow.decrement_commitment()
-        turns.append(slow.get_commitment().turns_remaining)  # type: ignore[union-attr]
-    assert turns[:4] == [2, 1, 0, -1]  # goes negative
-    assert not slow.has_commitment() and slow.get_commitment() is not None
-    recent = fast.get_recent_interactions(3)
-    assert [s.user_input_length for s in recent] == [102, 103, 104]
-    assert [s.had_commitment for s in fast.get_recent_interactions(105)[:4]] == [True, True, True, False]
-    assert len(fast.get_recent_interactions(200)) == 105  # this object keeps them all
-
-    # on disk: the newest 100 in the legacy record, the 5 older ones kept in overflow
-    on_disk = store.read("focus.interactions", "interactions")
-    assert [e["user_input_length"] for e in on_disk] == list(range(5, 105))
-    assert list(on_disk[0]) == [
-        "user_input_length", "response_length", "altitude_used", "stance_used", "had_commitment", "timestamp",
-    ]  # fmt: skip
-    overflow = store.query("focus.interactions", "interactions_overflow_*")
-    assert [e["user_input_length"] for r in overflow for e in r.value] == [0, 1, 2, 3, 4]
-    assert [s.user_input_length for s in FastMemory(memory_dir / "fast").get_recent_interactions(200)] == list(
-        range(5, 105)
-    )
-
-    slow.renew_commitment(turns=20)
-    assert slow.has_commitment()
-    assert store.read("focus.slow", "commitment") == {
-        "frame": "<sales play>",
-        "horizon_authority": "mid",
-        "success_criteria": [],
-        "non_goals": [],
-        "lease_expiry": "20 turns",
-        "renewal_prompt": "Continue with this focus?",
-        "turns_remaining": 20,
-    }
-    history.add_gate_transition(GateTransition("evaluation", "execution", "evaluation", "lease renewed"))
-    slow.clear_commitment()
-    assert slow.get_commitment() is None and store.read("focus.slow", "commitment") is None
-    SlowMemory(memory_dir / "slow").renew_commitment()  # no lease: no-op
-    assert store.read("focus.slow", "commitment") is None
-
-    decision = Decision("d1", "focus on sim racing", ["cash flow"], "drops HVAC", "medium")
-    slow.add_decision(decision)
-    assert slow.get_decisions() == [decision] and slow.get_recent_decisions(1) == [decision]
-    assert SlowMemory(memory_dir / "slow").get_decisions() == [decision]
-
-    gates = History(memory_dir / "history").get_gate_transitions()
-    assert [(g.gate, g.from_stance, g.to_stance) for g in gates] == [
-        ("commitment", "sensemaking", "execution"),
-        ("evaluation", "execution", "evaluation"),
-    ]
-    assert history.get_recent_transitions(1) == gates[-1:]
-    for entry in store.read("focus.gates", "gate_history"):
-        assert is_naive_iso(entry["timestamp"])
-
-
-def test_bootstrap_and_bridge(store: MemoryManager, tmp_path: Path) -> None:
-    slow = SlowMemory(tmp_path / "slow")
-    assert slow.get_bootstrap() is None
-    snap = BootstrapSnapshot(datetime(2026, 1, 11, 21, 0), "connect", "Ravi", "racing|family")
-    slow.set_bootstrap(snap)
-    assert SlowMemory(tmp_path / "slow").get_bootstrap() == snap
-    slow.clear_bootstrap()
-    assert store.read("focus.slow", "bootstrap") is None
-    old = BootstrapSnapshot.from_dict(
-        {"bootstrap_timestamp": "2026-01-11T21:00:00", "ladder_position": 2, "consent_state": "full",
-         "user_state_summary": "Ravi", "stabilizers": "racing", "other": 1}
-    )  # fmt: skip
-    assert (old.stage, old.complete, old.user_name, old.favorite_things) == ("complete", True, "Ravi", "racing")
-
-    bridge = BridgeMemory(tmp_path / "bridge")
-    bridge.add_signal(BridgeSignal("stance", "fast", "user frustrated"))
-    assert not bridge.has_emergency()
-    bridge.add_signal(BridgeSignal("stop", "fast", "user asked to stop", severity="emergency"))
-    assert BridgeMemory(tmp_path / "bridge").has_emergency()
-    bridge.clear_signals()
-    assert bridge.get_pending_signals() == [] and store.read("focus.bridge", "bridge_signals") == []
-
-
-def test_locked_system_on_legacy_data(store: MemoryManager, tmp_path: Path) -> None:
-    interactions = legacy("locked_system/memory/fast/interactions.json")
-    store.write("focus.interactions", "interactions", interactions, imported=True)
-    store.write("focus.slow", "commitment", legacy("locked_system/memory/slow/commitment.json"), imported=True)
-    store.write("focus.gates", "gate_history", legacy("locked_system/memory/history/gate_history.json"), imported=True)
-
-    fast = FastMemory(tmp_path / "fast")
-    assert len(fast.get_recent_interactions(1000)) == 100
-    assert all(s.timestamp.tzinfo is None for s in fast.get_recent_interactions(1000))
-    fast.record_interaction(InteractionSignals())
-    on_disk = store.read("focus.interactions", "interactions")
-    assert on_disk[:99] == interactions[1:]  # stored strings unchanged
-    day = interactions[0]["timestamp"][:10]
-    assert store.read("focus.interactions", f"interactions_overflow_{day}") == interactions[:1]
-
-    slow = SlowMemory(tmp_path / "slow")
-    lease = slow.get_commitment()
-    assert lease is not None and lease.frame == "<sales play>" and lease.turns_remaining == 0
-    assert not slow.has_commitment()
-    assert len(History(tmp_path / "history").get_gate_transitions()) == 15
-
-
-@pytest.mark.parametrize(
-    ("cls", "namespace", "key", "value"),
-    [
-        (FastMemory, "focus.interactions", "interactions", [{"user_input_length": 1, "mood": "x"}]),
-        (FastMemory, "focus.interactions", "progress", {"momentum": "steady", "last_update": "not a time"}),
-        (SlowMemory, "focus.slow", "commitment", {"frame": "f", "extra": 1}),
-        (History, "focus.gates", "gate_history", {"not": "a list"}),
-        (BridgeMemory, "focus.bridge", "bridge_signals", [{"signal_type": "x"}]),
-        (ConsentManager, "focus.consent", "legacy", ["not", "an object"]),
-    ],
-)
-def test_locked_system_refuses_to_wipe_unreadable_records(
-    store: MemoryManager, tmp_path: Path, cls: type, namespace: str, key: str, value: Any
-) -> None:
-    """The legacy loaders swallowed such errors and the next save overwrote the
-    file (ConsentManager raised AttributeError for a non-object top level and
-    took bad JSON for "no consent yet"); here they raise CorruptRecord."""
-    store.write(namespace, key, value)
-    with pytest.raises(CorruptRecord) as info:
-        cls(tmp_path)
-    assert (info.value.namespace, info.value.key) == (namespace, key)  # type: ignore[attr-defined]
-    assert store.read(namespace, key) == value
-
-
-def test_record_interaction_with_cross_process_locking(tmp_path: Path) -> None:
-    with MemoryManager(tmp_path / "locked", durability="flush", locking=True) as mm, use_manager(mm):
-        fast = FastMemory(tmp_path)
-        for i in range(102):
-            fast.record_interaction(InteractionSignals(user_input_length=i))
-        assert len(mm.read("focus.interactions", "interactions")) == 100
-        assert sum(len(r.value) for r in mm.query("focus.interactions", "interactions_overflow_*")) == 2
-
-
-# -- locked_system: consent ------------------------------------------------------------------
-
-
-def test_consent_manager(store: MemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(TypeError):
-        ConsentManager(str(tmp_path))  # type: ignore[arg-type]  # not wrapped in Path, as in legacy
-    freeze(monkeypatch, "hrm_memory.adapters.locked_system.memory.consent", datetime(2026, 1, 11, 21, 35, 26, 1234))
-    cm = ConsentManager(tmp_path)
-    assert cm.consent_path == tmp_path / "consent.json"
-    assert cm.needs_consent() and cm.get_preferences() is None
-    assert cm.get_summary() == {"status": "not_configured", "message": "No consent preferences set"}
-    assert not cm.can_persist("conversation")
-    cm.revoke_all()  # nothing to revoke: still needs consent, nothing stored
-    assert cm.needs_consent() and store.read("focus.consent", "legacy") is None
-
-    cm.grant_consent(conversation_history=True, interaction_signals=True, learned_preferences=False)
-    assert not cm.needs_consent()
-    assert store.consent.status() == {"conversation": True, "signals": True, "preferences": False}
-    assert [cm.can_persist(c) for c in ("conversation", "signals", "preferences", "notes")] == [
-        True, True, False, False,
-    ]  # fmt: skip
-    stamp = "2026-01-11T21:35:26.001234"
-    assert cm.get_summary() == {
-        "status": "configured",
-        "conversation_history": True,
-        "interaction_signals": True,
-        "learned_preferences": False,
-        "first_consent_at": stamp,
-        "last_updated_at": stamp,
-    }
-    assert store.read("focus.consent", "legacy") == {
-        "conversation_history": True,
-        "interaction_signals": True,
-        "learned_preferences": False,
-        "first_consent_at": stamp,
-        "last_updated_at": stamp,
-        "consent_version": 1,
-    }
-    prefs = cm.get_preferences()
-    assert prefs is not None
-    assert format_consent_status(prefs) == (
-        "MEMORY CONSENT STATUS\n"
-        "\n"
-        "  Conversation history:  ✓ enabled\n"
-        "  Interaction signals:   ✓ enabled\n"
-        "  Learned preferences:   ✗ disabled\n"
-        "\n"
-        "  First consent: 2026-01-11\n"
-        "  Last updated:  2026-01-11"
-    )
-    prompt = format_consent_prompt()
-    assert all(s in prompt for s in ("1", "2", "3", "'12'", "'all'", "'none'"))
-
-    # the consent-gated namespace follows: granted, the conversation reaches disk
-    store.write("focus.conversation", "conversation", {"messages": [], "turn_count": 0, "last_saved": stamp})
-    assert store.get_record("focus.conversation", "conversation").persisted  # type: ignore[union-attr]
-
-    cm.grant_consent(learned_preferences=True)
-    assert store.consent.granted("preferences")
-    cm.revoke_all()
-    assert store.consent.status() == {"conversation": False, "signals": False, "preferences": False}
-    assert not cm.needs_consent() and not cm.can_persist("conversation")
-    assert ConsentManager(tmp_path).get_summary()["conversation_history"] is False
-
-
-def test_consent_from_migrated_document(store: MemoryManager, tmp_path: Path) -> None:
-    doc = legacy("locked_system/memory/consent.json")
-    store.write("focus.consent", "legacy", doc, imported=True)
-    store.consent.revoke("signals")  # an explicit decision made through the manager
-    cm = ConsentManager(tmp_path)
-    assert cm.get_summary()["first_consent_at"] == doc["first_consent_at"]
-    # undecided categories follow the migrated document; an explicit revoke is not undone
-    assert store.consent.status() == {"conversation": True, "signals": False, "preferences": True}
-    assert cm.can_persist("conversation") and not cm.can_persist("signals")
 
 
 # -- the_assist: feedback, entities, integrity ---------------------------------------------
@@ -780,3 +531,416 @@ def test_llm_parts_are_not_adapted(store: MemoryManager) -> None:
         memory_v2.migrate_from_v1()
     with pytest.raises(NotImplementedError, match="storage only"):
         integrity.boot_or_warn()
+# -- the_assist.hrm.intent -------------------------------------------------------------------
+
+
+def test_intent_store(store: MemoryManager) -> None:
+    intent = IntentStore()
+    assert rd(store, "reasoning.hrm", "intent") == {
+        "north_stars": [], "current_success": "", "non_goals": [], "stop_conditions": [], "stance": "partner",
+    }
+    stars = ["family_present", "meaningful_tech", "health", "craft", "friends", "travel"]
+    intent.set_north_stars(stars)
+    assert intent.get_north_stars() == stars[:5]
+    intent.set_success("ship the adapter")
+    assert intent.get_success() == intent.get_current_success() == "ship the adapter"
+    intent.add_non_goal("feature_stacking")
+    intent.add_non_goal("feature_stacking")
+    intent.add_non_goal("sycophancy")
+    assert intent.get_non_goals() == ["feature_stacking", "sycophancy"]
+    assert intent.is_non_goal("this is Feature Stacking again")
+    assert intent.is_non_goal("pure feature_stacking")
+    assert not intent.is_non_goal("a focused plan")
+    with pytest.raises(ValueError):
+        intent.set_stance("boss")
+    intent.set_stance("challenge")
+    assert intent.get_stance() == "challenge"
+    alignment = intent.check_alignment("more feature stacking for meaningful tech")
+    assert alignment["aligned"] is False and alignment["violated_non_goals"] == ["feature_stacking"]
+    assert alignment["north_stars_served"] == ["meaningful_tech"]
+    planner = intent.build_context_for_planner()
+    assert "ship the adapter" in planner and "feature_stacking" in planner and "challenge" in planner
+    assert "sycophancy" in intent.build_context_for_evaluator()
+    # a second store over the same record sees the same intent (nothing reseeded)
+    assert IntentStore().get_stance() == "challenge"
+
+
+def test_intent_store_on_legacy_file(store: MemoryManager) -> None:
+    data = legacy("the_assist/hrm/memory/intent.json")
+    store.write("reasoning.hrm", "intent", data, imported=True)
+    intent = IntentStore()
+    assert intent.get_intent() == data
+    assert intent.should_stop("the user says stop now")
+    assert intent.should_stop("stuck_in_loop")
+    assert not intent.should_stop("keep going")
+    assert intent.is_non_goal("that is compliance over partnership")
+
+
+def test_intent_store_corrupt(store: MemoryManager) -> None:
+    store.write("reasoning.hrm", "intent", ["not", "an", "object"], imported=True)
+    intent = IntentStore()
+    with pytest.raises(CorruptRecord):
+        intent.get_stance()
+    with pytest.raises(CorruptRecord):
+        intent.set_stance("support")
+    assert rd(store, "reasoning.hrm", "intent") == ["not", "an", "object"]
+
+
+# -- the_assist.core.retrospective -------------------------------------------------------------
+
+
+def analysis(corrections: int, topics: list[str], shifts: dict[str, float], learnings: list[str]) -> dict[str, Any]:
+    return {
+        "session_quality": "productive",
+        "mbti_signals": {"observed_type": "ENTP", "dimension_shifts": shifts},
+        "behavioral": {"energy": "high", "stress_signals": "none"},
+        "session_dynamics": {"corrections_given": corrections, "topics": topics},
+        "learnings": learnings,
+    }
+
+
+def test_retrospective(store: MemoryManager) -> None:
+    retro = SessionRetrospective()
+    baseline = retro.get_baseline()
+    assert {k: v for k, v in baseline.items() if k != "last_updated"} == DEFAULT_BASELINE
+    assert baseline["mbti"]["dimensions"] == {"E_I": 0.7, "N_S": 0.8, "T_F": 0.6, "J_P": 0.3}
+    summary = retro.get_trends_summary()
+    assert summary == {
+        "sessions_analyzed": 0,
+        "avg_corrections_per_session": 0,
+        "correction_trend": "insufficient_data",
+        "top_topics": [],
+        "recent_learnings": [],
+        "mbti_baseline": DEFAULT_BASELINE["mbti"],
+        "recent_mbti_shifts": [],
+    }
+    assert retro.analyze_session([{"role": "user", "content": "hi"}], 1) == {
+        "skipped": True, "reason": "conversation_too_short",
+    }
+    with pytest.raises(NotImplementedError, match="LLM"):
+        retro.analyze_session([{"role": "user", "content": "hi"}] * 2, 1)
+
+    stored = retro.record_retrospective(analysis(4, ["aws", "q1"], {"T_F": 0.2, "J_P": 0.1}, ["likes numbers"]), 7, 6)
+    assert (stored["session_id"], stored["turn_count"]) == (7, 6)
+    key = f"{datetime.now():%Y-%m-%d}_session_7"
+    assert rd(store, "learning.retrospectives", key) == stored
+    # the same session id on the same day does not overwrite the first one
+    retro.record_retrospective(analysis(2, ["aws"], {"N_S": -0.3}, []), 7, 2)
+    assert rd(store, "learning.retrospectives", key + "_2")["turn_count"] == 2
+    assert retro.record_retrospective({"skipped": True, "reason": "x"}, 8) == {"skipped": True, "reason": "x"}
+    for corrections in (3, 3, 3):
+        retro.record_retrospective(analysis(corrections, [], {}, []), 9)
+    summary = retro.get_trends_summary()
+    assert summary["sessions_analyzed"] == 5
+    assert summary["avg_corrections_per_session"] == 3.0
+    assert summary["correction_trend"] == "stable"  # 5 values: the last 5 against the first 5
+    assert summary["top_topics"] == [("aws", 2), ("q1", 1)]
+    assert [item["learning"] for item in summary["recent_learnings"]] == ["likes numbers"]
+    assert [s["shifts"] for s in summary["recent_mbti_shifts"]] == [{"T_F": 0.2}, {"N_S": -0.3}]
+    for corrections in (0, 0, 0, 0, 0):
+        retro.record_retrospective(analysis(corrections, [], {}, []), 10)
+    assert retro.get_trends_summary()["correction_trend"] == "improving"
+
+    before = retro.get_baseline()["last_updated"]
+    retro.update_baseline_preference("concise_responses", False)
+    after = retro.get_baseline()
+    assert after["preferences"]["concise_responses"] is False and after["last_updated"] >= before
+
+
+def test_retrospective_trend_rules(store: MemoryManager) -> None:
+    retro = SessionRetrospective()
+
+    def trend(rates: list[int]) -> tuple[Any, Any]:
+        store.write("learning.retrospectives", "trends", {"correction_rates": rates}, imported=True)
+        s = retro.get_trends_summary()
+        return s["avg_corrections_per_session"], s["correction_trend"]
+
+    assert trend([1, 2, 3, 4]) == (2.5, "insufficient_data")
+    assert trend([1, 1, 1, 1, 1, 2, 2]) == (1.29, "declining")  # last 5 (1.6) vs first 5 (1.0)
+    assert trend([5, 5, 5, 5, 5, 4, 4, 4, 4, 4]) == (4.5, "stable")  # 4.0 vs 5.0 is exactly 0.8x
+    assert trend([5, 5, 5, 5, 5, 4, 4, 4, 4, 3]) == (4.4, "improving")
+
+
+def test_retrospective_on_legacy_files(store: MemoryManager) -> None:
+    trends = legacy(STORE + "retrospectives/trends.json")
+    baseline = legacy(STORE + "retrospectives/baseline.json")
+    store.write("learning.retrospectives", "trends", trends, imported=True)
+    store.write("learning.retrospectives", "baseline", baseline, imported=True)
+    retro = SessionRetrospective()  # seeds nothing over imported records
+    summary = retro.get_trends_summary()
+    assert summary["sessions_analyzed"] == 18
+    assert summary["avg_corrections_per_session"] == 2.0  # 36 / 18
+    assert summary["correction_trend"] == "improving"  # last 5 mean 1.2 vs 3.0 before
+    assert summary["top_topics"] == [
+        ("decision_frameworks", 3),
+        ("cognitive_partnership", 2),
+        ("strategic priorities", 2),
+        ("investment strategy", 2),
+        ("Austin trip", 1),
+    ]
+    assert summary["recent_learnings"] == trends["learnings"][-5:]
+    assert summary["recent_mbti_shifts"] == trends["mbti_shifts"][-3:]
+    assert summary["mbti_baseline"] == baseline["mbti"]
+    assert rd(store, "learning.retrospectives", "baseline") == baseline
+
+
+# -- the_assist.core.ai_reflection -------------------------------------------------------------
+
+
+def reflection(scores: dict[str, Any], effectiveness: str, trust: str, failed: str = "", worked: str = "") -> dict[str, Any]:
+    return {
+        "quality_scores": scores,
+        "outcome_analysis": {"overall_effectiveness": effectiveness},
+        "self_critique": {"what_worked": worked, "what_failed": failed},
+        "pattern_detection": {"trust_trajectory": trust},
+        "improvement_actions": ["ask first", "be brief"],
+    }
+
+
+def test_outcome_pattern_rule() -> None:
+    assert outcome_pattern("effective", "building", "high") == "positive_reinforcement"
+    assert outcome_pattern("ineffective", "eroding", "none") == "negative_spiral"
+    assert outcome_pattern("effective", "stable", "elevated") == "stress_support_success"
+    assert outcome_pattern("mixed", "stable", "high") == "stress_support_failure"
+    assert outcome_pattern("mixed", "eroding", "mild") == "neutral"
+
+
+def test_ai_reflection(store: MemoryManager) -> None:
+    ai = AIReflection()
+    assert rd(store, "learning.reflections", "outcome_log") == {"outcomes": []}
+    with pytest.raises(NotImplementedError):
+        ai.reflect_on_session([{"role": "user", "content": "x"}] * 3, 1)
+    user = analysis(1, [], {}, [])
+    user["behavioral"]["stress_signals"] = "high"
+    scores = {"conciseness": 0.3, "accuracy": 0.6, "trust_building": 0.4, "made_up": 0.9, "note": "n/a"}
+    ai.record_reflection(reflection(scores, "effective", "stable", failed="cut off", worked="good link"), 4, user)
+    ai.record_reflection(reflection({"trust_building": 0.8}, "effective", "building"), 5, {"skipped": True})
+    ai.record_reflection(reflection({}, "mixed", "stable"), 6)
+
+    outcomes = rd(store, "learning.reflections", "outcome_log")["outcomes"]
+    assert [o["avg_quality"] for o in outcomes] == [0.55, 0.8, 0.0]  # (0.3+0.6+0.4+0.9)/4
+    assert outcomes[0]["user_state"] == {"session_quality": "productive", "energy": "high", "stress": "high", "corrections": 1}
+    assert outcomes[0]["pattern"] == "stress_support_success"
+    assert "pattern" not in outcomes[1] and "user_state" not in outcomes[1]
+
+    trends = rd(store, "learning.reflections", "ai_trends")
+    assert trends["quality_scores"]["trust_building"] == [0.4, 0.8]
+    assert "made_up" not in trends["quality_scores"]
+    assert [f["failure"] for f in trends["failure_modes"]] == ["cut off"]
+    assert [s["strength"] for s in trends["strengths"]] == ["good link"]
+    assert len(trends["improvement_areas"]) == 6
+
+    summary = ai.get_ai_performance_summary()
+    assert summary["sessions_reflected"] == 3
+    assert summary["avg_quality_scores"]["trust_building"] == 0.6
+    assert summary["avg_quality_scores"]["value_add"] is None
+    assert summary["overall_avg"] == 0.5  # (0.3 + 0.6 + 0.6) / 3
+    assert summary["outcome_patterns"] == {"stress_support_success": 1}
+    assert summary["trend_direction"] == "insufficient_data"
+    assert [a["action"] for a in summary["improvement_actions"]] == ["be brief", "ask first", "be brief", "ask first", "be brief"]
+
+
+def test_ai_reflection_caps(store: MemoryManager) -> None:
+    ai = AIReflection()
+    for i in range(55):
+        ai.record_reflection(reflection({"trust_building": i / 100}, "mixed", "stable", failed=f"f{i}", worked=f"w{i}"), i)
+    trends = rd(store, "learning.reflections", "ai_trends")
+    assert len(trends["quality_scores"]["trust_building"]) == 50
+    assert len(trends["improvement_areas"]) == 30
+    assert trends["failure_modes"][0]["failure"] == "f35" and len(trends["strengths"]) == 20
+    assert ai.get_ai_performance_summary()["trend_direction"] == "stable"  # +0.05 per 5 sessions
+
+
+def test_ai_reflection_on_legacy_files(store: MemoryManager) -> None:
+    trends = legacy(STORE + "ai_reflection/ai_trends.json")
+    outcomes = legacy(STORE + "ai_reflection/outcome_log.json")
+    store.write("learning.reflections", "ai_trends", trends, imported=True)
+    store.write("learning.reflections", "outcome_log", outcomes, imported=True)
+    summary = AIReflection().get_ai_performance_summary()
+    assert summary["sessions_reflected"] == 16
+    # trust_building: last 5 mean 0.56 against 0.3 for the 5 before
+    assert summary["trend_direction"] == "improving"
+    patterns: dict[str, int] = {}
+    for o in outcomes["outcomes"][-20:]:
+        if "pattern" in o:
+            patterns[o["pattern"]] = patterns.get(o["pattern"], 0) + 1
+    assert summary["outcome_patterns"] == patterns
+    assert summary["recent_failures"] == trends["failure_modes"][-3:]
+    # every stored pattern follows the legacy rule
+    for o in outcomes["outcomes"]:
+        if "pattern" in o:
+            assert o["pattern"] == outcome_pattern(o["effectiveness"], o["trust_trajectory"], o["user_state"]["stress"])
+
+
+def test_combined_insights(store: MemoryManager) -> None:
+    insights = get_combined_insights()
+    assert insights["alignment"] == {
+        "alignment_strength": "moderate",
+        "user_corrections_trending": "insufficient_data",
+        "ai_performance_trending": "insufficient_data",
+    }
+
+
+# -- the_assist.core.curator -------------------------------------------------------------------
+
+
+def test_curator(store: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    curator = MemoryCurator()
+    assert curator.needs_daily() and curator.needs_weekly()
+    assert rd(store, "altitude.agents", "curator") == {
+        "last_daily": None, "last_weekly": None, "daily_summaries": [], "weekly_themes": [], "insights": [],
+    }
+    with pytest.raises(NotImplementedError):
+        curator.run_if_needed()
+    last = datetime(2026, 1, 10, 8, 0)
+    state = curator.get_state()
+    state.update(last_daily=last.isoformat(), last_weekly=last.isoformat())
+    state["insights"] = [
+        {"timestamp": last.isoformat(), "insight": "one", "surfaced": False},
+        {"timestamp": last.isoformat(), "insight": "two", "surfaced": True},
+        {"timestamp": last.isoformat(), "insight": "three", "surfaced": False},
+    ]
+    store.write("altitude.agents", "curator", state)
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(hours=20))
+    assert not curator.needs_daily()
+    assert curator.run_if_needed() == []
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(hours=20, seconds=1))
+    assert curator.needs_daily() and not curator.needs_weekly()
+    freeze(monkeypatch, "hrm_memory.adapters.the_assist.core.curator", last + timedelta(days=6, seconds=1))
+    assert curator.needs_weekly()
+    assert curator.get_unsurfaced_insights() == ["one", "three"]
+    assert curator.get_unsurfaced_insights() == []
+    assert all(i["surfaced"] for i in rd(store, "altitude.agents", "curator")["insights"])
+
+
+def test_curator_on_legacy_file(store: MemoryManager) -> None:
+    state = legacy(STORE + "curator/state.json")
+    store.write("altitude.agents", "curator", state, imported=True)
+    curator = MemoryCurator()
+    expected = [i["insight"] for i in state["insights"] if not i["surfaced"]]
+    assert curator.get_unsurfaced_insights() == expected
+    assert curator.needs_daily() and curator.needs_weekly()  # the data is from January 2026
+
+
+# -- the_assist.core.proactive -------------------------------------------------------------------
+
+
+def nudge(target: str) -> dict[str, Any]:
+    return {"timestamp": datetime.now().isoformat(), "target": target, "confidence": 0.8, "resolved": False}
+
+
+def test_proactive(store: MemoryManager) -> None:
+    engine = ProactiveEngine()
+    assert engine.get_hit_rate() == 0.5 and engine.get_directness_level() == 0
+    engine.record_reaction("confirmed")  # no nudge yet: nothing happens
+    assert rd(store, "altitude.agents", "proactive")["intuition_history"] == []
+    assert engine.analyze_response_for_reaction("sure") == "ignored"
+
+    state = engine.get_state()
+    state["last_nudge"] = nudge("AWS Q1 plan")
+    state["session_nudges"] = [nudge("AWS Q1 plan")]
+    store.write("altitude.agents", "proactive", state)
+    with pytest.raises(NotImplementedError):
+        engine.analyze_response_for_reaction("yes, that")
+    for reaction in ("corrected", "pivoted"):
+        engine.record_reaction(reaction)
+    assert engine.get_directness_level() == 0
+    engine.record_reaction("corrected")  # third miss
+    assert engine.get_directness_level() == 1
+    engine.record_reaction("pivoted")
+    engine.record_reaction("corrected")
+    assert engine.get_directness_level() == 2  # ceiling
+    engine.record_reaction("ignored")
+    state = engine.get_state()
+    assert (state["consecutive_misses"], state["directness_level"]) == (5, 2)
+    engine.record_reaction("confirmed")
+    state = engine.get_state()
+    assert (state["consecutive_misses"], state["directness_level"]) == (0, 1)
+    assert state["last_nudge"]["resolved"] is True and state["last_nudge"]["reaction"] == "confirmed"
+    assert state["session_nudges"][0]["resolved"] is False  # the copy is not touched
+    assert [h["reaction"] for h in state["intuition_history"]] == [
+        "corrected", "pivoted", "corrected", "pivoted", "corrected", "ignored", "confirmed",
+    ]
+    assert state["intuition_history"][0]["target"] == "AWS Q1 plan"
+    assert engine.get_hit_rate() == 1 / 7
+    assert engine.analyze_response_for_reaction("ok") == "ignored"  # resolved
+    engine.reset_session()
+    state = engine.get_state()
+    assert state["last_nudge"] is None and state["session_nudges"] == []
+    assert len(state["intuition_history"]) == 7
+
+    for _ in range(60):
+        state["last_nudge"] = nudge("x")
+        store.write("altitude.agents", "proactive", state)
+        engine.record_reaction("confirmed")
+        state = engine.get_state()
+    assert len(state["intuition_history"]) == 50 and state["directness_level"] == 0
+
+
+def test_proactive_on_legacy_file(store: MemoryManager) -> None:
+    state = legacy(STORE + "proactive/state.json")
+    store.write("altitude.agents", "proactive", state, imported=True)
+    engine = ProactiveEngine()
+    confirmed = sum(1 for h in state["intuition_history"] if h["reaction"] == "confirmed")
+    assert (confirmed, len(state["intuition_history"])) == (6, 21)
+    assert engine.get_hit_rate() == 6 / 21
+    assert engine.get_directness_level() == state["directness_level"]
+    assert engine.generate_mid_conversation_nudge("...") is None  # 25 session nudges
+    engine.record_reaction("corrected")  # acts on the already-resolved last nudge
+    after = engine.get_state()
+    assert after["consecutive_misses"] == state["consecutive_misses"] + 1
+    assert after["directness_level"] == min(2, state["directness_level"] + 1)
+    assert after["last_nudge"]["reaction"] == "corrected"
+
+
+def test_proactive_corrupt(store: MemoryManager) -> None:
+    store.write("altitude.agents", "proactive", "{truncated", imported=True)
+    engine = ProactiveEngine()
+    with pytest.raises(CorruptRecord):
+        engine.record_reaction("confirmed")
+    assert rd(store, "altitude.agents", "proactive") == "{truncated"
+
+
+# -- the_assist.core.hrm_agent -------------------------------------------------------------------
+
+
+def test_hrm_agent(store: MemoryManager) -> None:
+    agent = HRMAgent()
+    assert agent.get_active_blocks() == {"blocked": [], "cooldowns": {}}
+    assert agent.build_orchestrator_injection({}) == ""
+    agent.add_blocked_topic("AWS Job")
+    agent.add_blocked_topic("aws job", "request")  # overwrites (downgrades) the strength
+    agent.add_blocked_topic("taxes", "request")
+    blocks = agent.get_active_blocks()
+    assert [(b["topic"], b["strength"]) for b in blocks["blocked"]] == [("AWS Job", "request"), ("taxes", "request")]
+    agent.add_cooldown("Project_Validation", 2)
+    agent.add_cooldown("sales play")
+    agent.add_cooldown("project_validation", 2)  # replaced, not added
+    assert set(agent.get_active_blocks()["cooldowns"]) == {"project_validation", "sales play"}
+    agent.decrement_cooldowns()
+    assert {t: c["remaining"] for t, c in agent.get_active_blocks()["cooldowns"].items()} == {
+        "project_validation": 1, "sales play": 4,
+    }
+    agent.decrement_cooldowns()
+    assert list(agent.get_active_blocks()["cooldowns"]) == ["sales play"]
+    text = agent.build_orchestrator_injection({"altitude": "L2", "avoid": ["lists"]})
+    assert text.startswith("\n# HRM Guidance (follow strictly)\n")
+    assert "L2" in text and "AWS Job" in text and "sales play" in text
+    with pytest.raises(NotImplementedError):
+        agent.adjust_prompt({}, {})
+
+
+def test_hrm_agent_on_legacy_file(store: MemoryManager) -> None:
+    data = legacy(STORE + "hrm/blocked_topics.json")
+    store.write("altitude.agents", "blocked_topics", data, imported=True)
+    agent = HRMAgent()
+    assert agent.get_active_blocks() == data
+    first = data["blocked"][0]
+    agent.add_blocked_topic(first["topic"].upper(), "request")
+    after = agent.get_active_blocks()
+    assert len(after["blocked"]) == len(data["blocked"])
+    assert after["blocked"][0] == {**first, "strength": "request"}
+    agent.decrement_cooldowns()
+    assert {t: c["remaining"] for t, c in agent.get_active_blocks()["cooldowns"].items()} == {
+        t: c["remaining"] - 1 for t, c in data["cooldowns"].items() if c["remaining"] > 1
+    }

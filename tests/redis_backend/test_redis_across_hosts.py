@@ -1,9 +1,10 @@
-"""Issue 22, Redis promises (real redis-server, tests/helpers/redis_server.py).
+"""Several hosts on one Redis (real redis-server, tests/helpers/redis_server.py):
+what one host sweeps or purges is right for the others.
 
-Item 1: ``MemoryStore.sweep_ttl()`` on Redis deleted puts another host made
-during the sweep (123-134 of 300 fresh, acknowledged puts lost, 5 of 5 runs):
-the lease was taken by the sweep's first read and ended by its first delete,
-so the rest of the loop ran unleased and deleted keys made fresh meanwhile.
+``MemoryStore.sweep_ttl()`` holds its lease for the whole sweep, so it never
+deletes a put another host makes meanwhile; a purge on one host empties the
+other hosts' own recall indexes, and leaves no key or value in the change
+stream, the AOF or dump.rdb.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hrm_memory.integrations.langgraph import MemoryStore
+from tests.helpers.canary import files_holding
 from tests.helpers.redis_server import fresh_url, require_redis
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -61,8 +63,9 @@ def _answer(p: subprocess.Popen[str]) -> str:
 
 
 def test_sweep_never_deletes_a_put_racing_it(tmp_path: Path) -> None:
-    """Failed before the fix: about 40% of the racing puts were gone after
-    the sweep, in every round."""
+    """Every put acknowledged while another host sweeps is there after the
+    sweep, in every round (a lease ended by the sweep's first delete would
+    lose about 40% of them)."""
     require_redis()
     url = fresh_url()
     sweeper = _spawn("sweep", url, tmp_path / "a")
@@ -95,16 +98,11 @@ def test_sweep_never_deletes_a_put_racing_it(tmp_path: Path) -> None:
 CANARY_WORD = "zqhostbcanary"
 
 
-def _files_containing(root: Path, needle: str) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
-
-
 @pytest.mark.parametrize("then", ["recall", "context", "close"])
 def test_another_hosts_recall_index_drops_purged_text(tmp_path: Path, then: str) -> None:
-    """Item 4: host A purges; host B's own index/recall.db kept the full text
-    through recalls, contexts, close and reopen (nothing told B). Failed
-    before the fix. Now B drops the namespace's rows at its next recall,
-    context or close (the store's purge epoch moved)."""
+    """Host A purges; host B's own index/recall.db, which held the full text,
+    drops the namespace's rows at B's next recall, context or close (the
+    store's purge epoch moved), and they stay gone through a reopen."""
     from hrm_memory import MemoryManager
 
     require_redis()
@@ -115,7 +113,7 @@ def test_another_hosts_recall_index_drops_purged_text(tmp_path: Path, then: str)
         for i in range(5):
             a.write("altitude.history", f"s{i}", {"summary": f"{CANARY_WORD} session {i}"})
         assert len(b.recall(CANARY_WORD, k=10)) == 5
-        assert _files_containing(tmp_path / "b", CANARY_WORD), "B's own index holds the text (the grep sees it)"
+        assert files_holding(tmp_path / "b", CANARY_WORD), "B's own index holds the text (the grep sees it)"
         a.consent.revoke("conversation", purge=True)
         if then == "recall":
             assert b.recall(CANARY_WORD) == []
@@ -123,11 +121,11 @@ def test_another_hosts_recall_index_drops_purged_text(tmp_path: Path, then: str)
         elif then == "context":
             assert CANARY_WORD not in b.context("altitude").text
     # (B is closed here in every case)
-    assert _files_containing(tmp_path / "b", CANARY_WORD) == []
+    assert files_holding(tmp_path / "b", CANARY_WORD) == []
     with MemoryManager(tmp_path / "b", backend=url) as b:
         assert b.recall(CANARY_WORD) == []
         assert [h.key for h in b.recall("ungated pattern")] == ["keep"]
-    assert _files_containing(tmp_path / "b", CANARY_WORD) == []
+    assert files_holding(tmp_path / "b", CANARY_WORD) == []
 
 
 def _server_files(server_dir: Path) -> list[Path]:
@@ -149,11 +147,11 @@ def _fill_gated(mm: object, n: int) -> list[str]:
 
 @pytest.mark.parametrize("persistence", ["aof", "rdb"])
 def test_purge_leaves_no_key_or_value_in_the_stream_or_the_files(tmp_path: Path, persistence: str) -> None:
-    """Items 6 and 3. Failed before the fix: the purged keys were still in
-    ``DUMP <prefix>events`` (XDEL only flags entries), in the rewritten AOF
-    and in dump.rdb, and came back after a restart; with RDB-only
-    persistence the second BGSAVE was refused ("already in progress") while
-    a snapshot forked before the purge ran, and the values stayed in it."""
+    """After a purge the purged keys and values are in none of
+    ``DUMP <prefix>events`` (XDEL alone only flags entries), the rewritten
+    AOF and dump.rdb, and do not come back after a restart; with RDB-only
+    persistence the purge's BGSAVE waits out a snapshot forked before the
+    purge ("already in progress"), so the values do not stay in it."""
     import redis as redis_py
 
     from hrm_memory import MemoryManager

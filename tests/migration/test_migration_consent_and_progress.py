@@ -1,11 +1,11 @@
-"""Regressions for promises the migration broke (items 5, 19 and 20).
+"""What the migration promises beyond the copy itself.
 
-5.  A consent purge removes every byte of migrated conversation text, raw
+-   A consent purge removes every byte of migrated conversation text, raw
     copies in the migration manifest included.
-19. Migration UX: progress on stderr, a summary (not one line per file) from
+-   Migration UX: progress on stderr, a summary (not one line per file) from
     ``plan``, a folder one level too high refused with the folder to pass,
     memory bounded on a big tree.
-20. ``apply`` carries the legacy ``consent.json`` over to ``mm.consent``.
+-   ``apply`` carries the legacy ``consent.json`` over to ``mm.consent``.
 
 The real legacy data is read in place (read-only) from ``shared/legacy/data``;
 trees built from it live under pytest's tmp_path only.
@@ -16,12 +16,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import gc
-import hashlib
 import io
 import json
 import shutil
 import tracemalloc
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,8 @@ from hrm_memory import MemoryManager
 from hrm_memory.adapters.locked_system.memory.consent import CATEGORIES as ADAPTER_CATEGORIES
 from hrm_memory.migration import engine, manifest
 from hrm_memory.migration.__main__ import main as migrate_main
-from hrm_memory.storage import ColdTier
+from tests.helpers.canary import files_holding
+from tests.helpers.layout import digests
 from tests.helpers.legacy import DATA
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -62,10 +61,6 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def tree(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def needles(text: str) -> list[bytes]:
     """``text`` as it could sit in a file: plain, JSON-escaped, and inside
     base64 at each of the three alignments (a raw copy is kept base64)."""
@@ -80,18 +75,8 @@ def needles(text: str) -> list[bytes]:
 
 def files_containing(root: Path, text: str) -> list[str]:
     """Every file under the store ``root`` holding ``text`` in any of the
-    forms of :func:`needles`, cold-archive frames decompressed."""
-    cold = ColdTier(root)
-    hits = []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file():
-            continue
-        data = p.read_bytes()
-        if p.suffix == ".seg":
-            data += b"".join(zlib.decompress(payload) for _, payload in cold._frames(p) if payload)
-        if any(n in data for n in needles(text)):
-            hits.append(p.relative_to(root).as_posix())
-    return hits
+    forms of :func:`needles`, cold-archive frames inflated."""
+    return files_holding(root, *needles(text))
 
 
 def crashed_conversation(text: str) -> bytes:
@@ -135,7 +120,7 @@ def consent_doc(**flags: bool) -> bytes:
     return json.dumps(doc, indent=2).encode()
 
 
-# -- 5. a consent purge removes migrated conversation text everywhere --------------------
+# -- a consent purge removes migrated conversation text everywhere --------------------
 
 
 def test_purge_removes_a_crashed_conversation_and_its_raw_copy(tmp_path: Path) -> None:
@@ -148,7 +133,7 @@ def test_purge_removes_a_crashed_conversation_and_its_raw_copy(tmp_path: Path) -
         assert engine.export(mm, tmp_path / "out").ok
         entry = manifest.entries(mm)[CONVERSATION]
         assert entry.raw is not None and CANARY.encode() in entry.raw, "the raw copy is still there before the purge"
-    assert tree(tmp_path / "out" / legacy.name) == tree(legacy), "export stays byte-identical"
+    assert digests(tmp_path / "out" / legacy.name) == digests(legacy), "export stays byte-identical"
     assert files_containing(root, CANARY) == [], "the imported text is persisted sealed: ciphertext only"
 
     # a later session, which never ran the migration, revokes with purge
@@ -213,7 +198,7 @@ def test_a_store_migrated_before_the_fix_is_cleaned_by_the_next_apply(tmp_path: 
     assert files_containing(root, CANARY) == []
 
 
-# -- 19. progress, a summary, the wrong folder, bounded memory ------------------------------
+# -- progress, a summary, the wrong folder, bounded memory ------------------------------
 
 
 def test_plan_prints_a_summary_and_progress_on_stderr() -> None:
@@ -304,7 +289,7 @@ def test_memory_stays_bounded_on_a_big_tree(tmp_path: Path) -> None:
     assert verify_peak < size / 2, f"verify peaked at {verify_peak} bytes for a {size}-byte tree"
 
 
-# -- 20. apply carries the legacy consent over ----------------------------------------------
+# -- apply carries the legacy consent over ----------------------------------------------
 
 
 def test_apply_grants_what_the_legacy_consent_granted(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ Each test is skipped, with the reason, where the sandbox does not allow it.
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -190,6 +192,45 @@ def test_disk_full_raises_enospc_and_keeps_every_acknowledged_record(tmpfs: Call
     assert not problems, summary(problems)
 
 
+# -- a write the file system refuses, across a process boundary -----------------------------
+
+
+_REFUSED_WRITER = """
+import base64, os, pickle, resource, signal, sys
+from hrm_memory import MemoryManager
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+with MemoryManager(sys.argv[1], durability="flush") as mm:
+    mm.write("altitude.patterns", "small", 1)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+    try:
+        mm.write("altitude.patterns", "big", "x" * 200_000)
+    except Exception as exc:
+        print(type(exc).__name__, exc.errno, file=sys.stderr)
+        sys.stdout.write(base64.b64encode(pickle.dumps(exc)).decode())
+"""
+
+
+def test_storage_error_crosses_a_process_boundary_with_errno(root: Path) -> None:
+    """A write the file system refuses (a worker process hits its file-size
+    limit: a short write, as on a full disk) raises StorageError with errno;
+    sent to the parent as a pickle it keeps type, message, path and errno."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _REFUSED_WRITER, str(root)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    name, errno_text = proc.stderr.split()
+    assert name == "StorageError" and errno_text.isdigit(), proc.stderr
+    err = pickle.loads(base64.b64decode(proc.stdout))
+    assert type(err) is StorageError and isinstance(err, OSError) and isinstance(err, MemoryStoreError)
+    assert err.path.startswith(str(root / "warm" / "altitude.patterns"))
+    assert err.errno == int(errno_text), f"errno lost in the pickle round trip: {err.errno!r} != {errno_text}"
+    # The refused write left nothing behind: the store is sound and complete.
+    with MemoryManager(root, durability="flush") as mm:
+        assert mm.check() == []
+        assert mm.read("altitude.patterns", "small") == 1
+        assert mm.read("altitude.patterns", "big") is None
+
+
 # -- read-only root --------------------------------------------------------------------------------
 
 
@@ -266,7 +307,7 @@ def nobody_root() -> Iterator[Path]:
         pytest.skip("setpriv (util-linux) is not installed: cannot start a worker as another user")
     # The worker runs this checkout's code as nobody: when the checkout sits in
     # a directory nobody cannot traverse (a 0700 home, any mktemp -d), it
-    # cannot even import it. Probe exactly that (issue 14, item 23).
+    # cannot even import it. Probe exactly that.
     probe = subprocess.run(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
          sys.executable, "-c", "import hrm_memory, tests.helpers.mp_workers"],
