@@ -85,6 +85,8 @@ def test_a_cluster_holds_no_plaintext_and_a_stopped_replica_yields_nothing_after
                 expected = _fill(mm)
                 assert mm.archive(now=time.time() + 7200)[NS] == 7
                 assert mm.read(NS, "early") == {"text": CANARY + " before consent"}  # persisted on grant
+                _save(nodes)
+                _no_plaintext(nodes)  # every key, stream, AOF and RDB of the 6 nodes: ciphertext only
                 key_file = _key_file(mm)
                 saved_keys = tmp_path / "saved-keys.json"
                 shutil.copy2(key_file, saved_keys)
@@ -99,7 +101,7 @@ def test_a_cluster_holds_no_plaintext_and_a_stopped_replica_yields_nothing_after
                 assert primary_client.execute_command("WAIT", 1, 10_000) >= 1  # the replica has every write
                 primary_client.close()
                 _save(nodes)
-                _no_plaintext(nodes)  # every key, stream, AOF and RDB of all 6 nodes: ciphertext only
+                _no_plaintext(nodes)  # the replica's copy included
 
                 stopped_dir = cluster.dir / str(replica)
                 copy = tmp_path / "replica-copy"
