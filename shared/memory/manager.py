@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -541,6 +542,13 @@ class MemoryManager(Operations):
         """A namespace sealed under a key of its own was purged: destroy that key."""
         self._sealed.shred(f"ns:{namespace}")
 
+    def _relink(self, namespace: str, key: str, version: int) -> None:
+        """A rotation reseals ``key`` from ``version`` to the next: its kept history follows."""
+        core = self._pipeline.core
+        spec = core.specs.get(namespace)
+        if spec is not None and spec.history is not None and core.keeper is not None:
+            core.keeper.relink(spec, key, version, time.time_ns() // 1000)
+
     def rotate_keys(self, category: str, *, wait: bool = False) -> Rotation:
         """Make a new data key for ``category`` (a consent category, or the
         name of a namespace declared with ``encrypt=True``) and reseal its
@@ -566,7 +574,7 @@ class MemoryManager(Operations):
             group, names = f"ns:{spec.name}", [spec.name]
         self.keys.create(group)
         namespaces = [n for name in names for n in (name, HISTORY_PREFIX + name)]
-        rotation = Rotation(self._sealed, group, namespaces)
+        rotation = Rotation(self._sealed, group, namespaces, self._relink)
         self._rotations = [r for r in self._rotations if not r.done] + [rotation]
         rotation.start()
         if wait:

@@ -64,6 +64,9 @@ STORE_ID_KEY = "id"
 
 #: ``group_of(namespace) -> key group or None`` (None: stored as it is).
 GroupOf = Callable[[str], "str | None"]
+#: ``relink(namespace, key, version)``: a record is about to be resealed from
+#: ``version`` to the next (the kept history's keeper keeps its chain).
+Relink = Callable[[str, str, int], None]
 
 
 class Sealed(NamedTuple):
@@ -422,13 +425,16 @@ class SealedBackend:
         self.cipher.forget_cached()
         return n
 
-    def reseal(self, group: str, namespaces: list[str], stop: threading.Event | None = None) -> int:
+    def reseal(self, group: str, namespaces: list[str], stop: threading.Event | None = None,
+               relink: Relink | None = None) -> int:
         """Seal again with ``group``'s current key every record of
         ``namespaces`` sealed with another (or plaintext), one record at a
         time under its namespace's lock (reads and writes go on between
         records); the count resealed. A record keeps its value and times and
-        takes the next version (no change event: its value did not change).
-        An archived record is archived again. Stops early when ``stop`` is set."""
+        takes the next version (no change event: its value did not change);
+        ``relink(namespace, key, version)`` is called first, under the lock,
+        so the kept history stays reachable from the new version. An archived
+        record is archived again. Stops early when ``stop`` is set."""
         current = self.cipher.keys.ensure(group)
         n = 0
         for namespace in namespaces:
@@ -446,6 +452,8 @@ class SealedBackend:
                     if sealed is not None and sealed.key_id == current.key_id:
                         continue
                     plain = self.cipher.open(group, namespace, now.key, now.value)
+                    if relink is not None:
+                        relink(namespace, now.key, now.version)
                     new = self.inner.put(
                         namespace, now.key, self.cipher.seal(group, namespace, now.key, plain), now.updated_us,
                         now.version, now.created_us,
@@ -478,8 +486,10 @@ class Rotation:
     readable (the older keys still exist until the end); a later rotation
     finishes the work."""
 
-    def __init__(self, backend: SealedBackend, group: str, namespaces: list[str]) -> None:
+    def __init__(self, backend: SealedBackend, group: str, namespaces: list[str],
+                 relink: Relink | None = None) -> None:
         self.group = group
+        self._relink = relink
         self.namespaces = namespaces
         self.resealed = 0
         self.destroyed: list[str] = []
@@ -496,7 +506,7 @@ class Rotation:
         backend, provider = self._backend, self._backend.provider
         try:
             for _ in range(100):
-                self.resealed += backend.reseal(self.group, self.namespaces, self._stop)
+                self.resealed += backend.reseal(self.group, self.namespaces, self._stop, self._relink)
                 if self._stop.is_set():
                     return
                 if backend.stale(self.group, self.namespaces) == 0:
@@ -538,4 +548,4 @@ class Rotation:
         return f"Rotation({self.group!r}, {state}, resealed={self.resealed}, destroyed={len(self.destroyed)})"
 
 
-__all__ = ["Cipher", "GroupOf", "MAGIC", "Rotation", "STORE_NAMESPACE", "Sealed", "SealedBackend", "StoreId", "parse"]
+__all__ = ["Cipher", "GroupOf", "MAGIC", "Relink", "Rotation", "STORE_NAMESPACE", "Sealed", "SealedBackend", "StoreId", "parse"]
