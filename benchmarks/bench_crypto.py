@@ -18,6 +18,8 @@ the cipher):
   and gated ``include_keys=True`` (the keys wrapped under a passphrase:
   one scrypt derivation on export and one on import), best of ``--rounds``.
   A file without keys is imported by a store given the source's key file.
+- ``rotation``: ``rotate_keys(wait=True)`` of the same records (each with one
+  kept version: the record and its history slot resealed, the chain relinked).
 
 Rows run interleaved, round after round. ``--no-wrapper`` imports nothing
 of the sealing layer, so the same command under the interpreter of a
@@ -92,6 +94,22 @@ def _export_run(consent: str | None, n: int, keys: bool) -> dict[str, float]:
                         passphrase=kw.get("passphrase"))
             imported = time.perf_counter() - t0
     return {"export_ms": export * 1e3, "import_ms": imported * 1e3, "bytes": float(size)}
+
+
+def _rotation_run(n: int) -> float:
+    from hrm_memory import Keep, MemoryManager, NamespaceSpec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HRM_MEMORY_KEYS"] = str(Path(tmp) / "keys")
+        with MemoryManager(Path(tmp) / "store", durability="flush", signal_log=False) as mm:
+            mm.declare(NamespaceSpec("bench.turns", consent="conversation", owner="bench", history=Keep(versions=2)))
+            mm.consent.grant("conversation")
+            for i in range(n):
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": i})
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": -i})
+            t0 = time.perf_counter()
+            mm.rotate_keys("conversation", wait=True)
+            return (time.perf_counter() - t0) * 1e3
 
 
 def _wrapper() -> dict[str, float]:
@@ -170,6 +188,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, r in xrows.items():
             print(f"| {name} | {r['export_ms']:.0f} | {r['import_ms']:.0f} | {r['bytes']:.0f} |")
         extra["export"] = xrows
+        rotation = min(_rotation_run(args.records) for _ in range(args.rounds))
+        print(f"\nrotate_keys(wait=True) of {args.records} records (2 versions each): {rotation:.0f} ms, best of "
+              f"{args.rounds}")
+        extra["rotation_ms"] = rotation
     if not args.ungated_only and args.wrapper:
         extra = _wrapper()
         print(f"\nbackend get of a cached ungated record: bare {extra['bare_get_ns']:.0f} ns, "
