@@ -89,9 +89,10 @@ class KeyProvider(Protocol):
     def adopt(self, group: str, key: DataKey, current: bool) -> None:
         """Keep ``key``, made elsewhere (an import carried it), so the records
         sealed with it open here; with ``current`` it becomes ``group``'s
-        current key (the one it replaces stays, as after :meth:`create`). A
-        key by that id with another secret is refused (:class:`WrongKey`),
-        and so is a key that cannot be kept (:class:`KeyUnavailable`)."""
+        current key only if the group has none (a key this store made stays
+        the one its new records are sealed with). A key by that id with
+        another secret is refused (:class:`WrongKey`), and so is a key that
+        cannot be kept (:class:`KeyUnavailable`)."""
         ...
 
 
@@ -285,8 +286,7 @@ class FileKeys:
         return self._change(edit)  # type: ignore[no-any-return]
 
     def adopt(self, group: str, key: DataKey, current: bool) -> None:
-        have = self.current(group)
-        if self.get(group, key.key_id) == key.secret and (not current or (have is not None and have.key_id == key.key_id)):
+        if self.get(group, key.key_id) == key.secret and (not current or self.current(group) is not None):
             return  # held already: the file is not rewritten
 
         def edit(groups: dict[str, dict[str, Any]]) -> None:
@@ -295,7 +295,7 @@ class FileKeys:
             if have is not None and _secret(have, str(self.path)) != key.secret:
                 raise _clash(group, key.key_id, str(self.path))
             g["keys"][key.key_id] = base64.b64encode(key.secret).decode()
-            if current:
+            if current and g.get("current") is None:
                 g["current"] = key.key_id
 
         self._change(edit)

@@ -222,3 +222,24 @@ def test_the_cli_exports_keys_only_when_asked(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     with MemoryManager(tmp_path / "dst") as mm:
         _read_all(mm, expected)
+
+
+def test_a_store_with_its_own_key_keeps_sealing_with_it_after_an_import(tmp_path: Path) -> None:
+    _, expected = _exported_store(tmp_path)
+    with MemoryManager(tmp_path / "dst") as mm:
+        mm.declare(SPEC)
+        mm.consent.grant("conversation")
+        mm.write(NS, "mine", {"text": "written here first"})
+        (own,) = mm.keys.ids("conversation")
+        mm.import_(tmp_path / "keys.jsonl", passphrase=PASSPHRASE)
+        _read_all(mm, expected)
+        assert own in mm.keys.ids("conversation") and len(mm.keys.ids("conversation")) == 2
+        mm.write(NS, "later", {"text": "written after the import"})
+        later = mm.backend.get(NS, "later")  # the backend below the sealing: the value as stored
+        assert later is not None
+        sealed = parse(later.value)
+        assert sealed is not None and sealed.key_id == own  # the file's key did not take over
+        rotation = mm.rotate_keys("conversation", wait=True)  # one key again, everything readable
+        assert len(rotation.destroyed) == 2
+        _read_all(mm, expected)
+        assert mm.read(NS, "mine") == {"text": "written here first"}

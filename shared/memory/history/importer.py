@@ -126,7 +126,13 @@ class ConsentLine(NamedTuple):
     granted: bool | None  # None: never decided
 
 
-Line = Union[RecordLine, NamespaceLine, ConsentLine]
+class KeysLine(NamedTuple):
+    """The keys line, read (its keys unwrapped into the import's :class:`Carried`)."""
+
+    lineno: int
+
+
+Line = Union[RecordLine, NamespaceLine, ConsentLine, KeysLine]
 
 
 class Carried:
@@ -232,6 +238,7 @@ class Importer:
                     yield self._record(item, lineno, specs, carried, where)
                 elif kind == "keys" and carried.version >= 2:
                     carried.take(Kdf.from_dict(item["kdf"]), [WrappedKey.from_dict(w) for w in item["keys"]])
+                    yield KeysLine(lineno)
                 elif kind == "namespace":
                     line = self._namespace(item, lineno)
                     specs[line.spec.name] = line.spec
@@ -332,7 +339,11 @@ class Importer:
         declared_here: set[str] = set()
         try:
             for line in lines:
-                if isinstance(line, NamespaceLine):
+                if isinstance(line, KeysLine):
+                    # Before any write: a group this store has no key for yet takes the file's current one.
+                    for group in sorted({g for g, _ in carried.secrets}):
+                        self._adopt(group, carried)
+                elif isinstance(line, NamespaceLine):
                     self._declare(line, counts)
                     declared_here.add(line.spec.name)
                 elif isinstance(line, ConsentLine):

@@ -4,13 +4,14 @@ roots and backends (docs/history.md has the format).
 An export is JSON Lines, UTF-8, one object per line, in this order:
 
 1. the header: ``{"format": "hrm-memory-export", "version": 2}``;
-2. one ``{"t": "namespace", ...}`` line per namespace exported (its spec,
-   whether it is a seed namespace, since when its history is complete);
-3. one ``{"t": "consent", "category", "granted"}`` line per consent category
-   (``granted`` null when never decided);
-4. only when asked (``include_keys``), one ``{"t": "keys", "kdf", "keys"}``
+2. only when asked (``include_keys``), one ``{"t": "keys", "kdf", "keys"}``
    line: the data keys of the sealed namespaces exported, wrapped under a
-   key derived from the caller's passphrase (:mod:`hrm_memory.storage.sealed.wrap`);
+   key derived from the caller's passphrase (:mod:`hrm_memory.storage.sealed.wrap`),
+   first, so an import holds them before it writes anything;
+3. one ``{"t": "namespace", ...}`` line per namespace exported (its spec,
+   whether it is a seed namespace, since when its history is complete);
+4. one ``{"t": "consent", "category", "granted"}`` line per consent category
+   (``granted`` null when never decided);
 5. one ``{"t": "record", "ns", "key", "tier", "cut", "versions"}`` line per
    key: ``versions`` oldest first, each ``[version, created_us, updated_us,
    deleted, value]`` (the kept history, then the current version; ``tier``
@@ -119,6 +120,8 @@ class Portable:
     def _write(self, out: IO[bytes], specs: list[NamespaceSpec], progress: Callable[[int], Any] | None,
                keys_line: bytes | None = None) -> dict[str, int]:
         out.write(_dump({"format": FORMAT, "version": VERSION}))
+        if keys_line is not None:
+            out.write(keys_line)
         for spec in specs:
             since = self.history.since(spec.name) if spec.history is not None else None
             out.write(_dump({"t": "namespace", "name": spec.name, "spec": spec.to_dict(),
@@ -130,8 +133,6 @@ class Portable:
                 value = orjson.loads(st.value)
                 granted = type(value) is dict and value.get("granted") is True
             out.write(_dump({"t": "consent", "category": category, "granted": granted}))
-        if keys_line is not None:
-            out.write(keys_line)
         records = versions = 0
         with tempfile.TemporaryDirectory(prefix="hrm-export-") as tmp:
             runs: list[str] = []
