@@ -1,4 +1,4 @@
-"""Issue 28: hrm-memory on a Redis Cluster (3 primaries, 3 replicas) against
+"""hrm-memory on a Redis Cluster (3 primaries, 3 replicas) against
 one Redis server: throughput of 1, 2 and 4 client processes, and the per-op
 overhead of the cluster client.
 
@@ -47,7 +47,7 @@ from tests.helpers.redis_server import RedisServer
 from .harness import OtherLoad, machine_info, make_record, md_table, release_together, write_section
 
 REPO = Path(__file__).resolve().parent.parent
-SECTION = "## Issue 28: Redis Cluster (`benchmarks/bench_cluster.py`)"
+SECTION = "## Redis Cluster (`benchmarks/bench_cluster.py`)"
 SINGLE_NS = ["focus.slow", "focus.lanes", "altitude.agents"]
 
 

@@ -1,4 +1,4 @@
-"""Render time of ``mm.context()`` as the store grows (issue 10, must-show 3).
+"""Render time of ``mm.context()`` as the store grows.
 
 Store: ``N`` records (10k and 1M by default) written with
 ``durability="flush"`` over the indexed namespaces HRM ``altitude`` may read

@@ -1,4 +1,4 @@
-"""The legacy prompts against ``mm.context()`` on the real legacy data (issue 10, must-show 2; issue 23).
+"""The legacy prompts against ``mm.context()`` on the real legacy data: facts kept per token.
 
 The legacy data (``../shared/legacy/data`` beside the repository, or
 ``--legacy``) is migrated into a temporary root (``engine.apply``; the data is
@@ -218,13 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         both = v1_facts + v2_facts
         at_v1, at_v2 = len(kept(both, renders[546].text)), len(kept(both, renders[800].text))
         v1_own, v2_own = len(kept(both, v1_text)), len(kept(both, v2_text))
-        print(f"\nissue 23, must-show 1: context(budget=546) keeps {at_v1} facts, v1 keeps {v1_own}: "
+        print(f"\nfacts at the legacy prompts' sizes: context(budget=546) keeps {at_v1} facts, v1 keeps {v1_own}: "
               f"{'met' if at_v1 >= v1_own else 'NOT met'}; context(budget=800) keeps {at_v2}, v2 keeps {v2_own}: "
               f"{'met' if at_v2 >= v2_own else 'NOT met'}")
         if smallest is None:
             print(f"no budget up to {args.max_budget:,} keeps every fact")
         else:
-            print(f"issue 23, must-show 2: smallest budget keeping all {len(both)} facts: {smallest.budget:,} "
+            print(f"every fact: smallest budget keeping all {len(both)} facts: {smallest.budget:,} "
                   f"(text {smallest.tokens:,} tokens = {smallest.tokens / v1_tokens:.2f}x v1's {v1_tokens:,}, "
                   f"{smallest.tokens / v2_tokens:.2f}x v2's {v2_tokens:,}; v1 + v2 together {v1_tokens + v2_tokens:,}); "
                   f"target <= 1,010: {'met' if smallest.budget <= 1010 else 'NOT met'}")

@@ -1,4 +1,4 @@
-"""Cross-process delivery latency of subscriptions (issue 4).
+"""Cross-process delivery latency of subscriptions.
 
 A writer process writes N records (paced, one every ``--gap`` ms) each
 carrying its send time; this process subscribes (``remote=True``) and

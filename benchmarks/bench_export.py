@@ -1,4 +1,4 @@
-"""Export and import at size (issue 27): time, peak RSS, file size.
+"""Export and import at size: time, peak RSS, file size.
 
     python -m benchmarks.bench_export --records 100000 1000000
 

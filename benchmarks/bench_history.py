@@ -35,7 +35,6 @@ import argparse
 import gc
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -113,18 +112,16 @@ def _bare_span(n: int, flush: Any) -> float:
 
 
 def worker(mode: str, n: int) -> dict[str, float]:
+    """``bench_seed``'s rows ``dc.set`` and ``altitude.patterns.write``, timed
+    by its worker (the global provider set up as it sets it when traced),
+    then a bare span under the same provider."""
+    from opentelemetry import trace
+
     from benchmarks import bench_seed
 
-    flush: Any = lambda: None  # noqa: E731
-    if mode == "traced":
-        provider, _ = bench_seed.install_global_provider()
-        flush = provider.force_flush
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        rows = ["dc.set", "altitude.patterns.write"]
-        ctx = bench_seed._Ctx(n, Path(tmp), flush, rows)
-        for row in rows:
-            out[row] = bench_seed.run_row(row, ctx)
+    out: dict[str, float] = bench_seed.worker(mode, n, ["dc.set", "altitude.patterns.write"])
+    out.pop("exported", None)
+    flush = getattr(trace.get_tracer_provider(), "force_flush", lambda: None)
     out["bare.span"] = _bare_span(n, flush)
     return out
 
@@ -213,14 +210,9 @@ def instr_worker(op: str, n: int) -> None:
 
 
 def _callgrind(op: str, n: int) -> int:
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
-         "benchmarks.bench_history", "--instr-worker", op, str(n)],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    assert found, done.stderr[-2000:]
-    return int(found.group(1))
+    from benchmarks.harness import callgrind
+
+    return callgrind([sys.executable, "-m", "benchmarks.bench_history", "--instr-worker", op, str(n)])
 
 
 def instructions(n: int, ops: list[str]) -> str:

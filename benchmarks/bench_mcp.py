@@ -1,4 +1,4 @@
-"""The MCP server's latency (issue 26, must-show 3): a ``recall`` tool call
+"""The MCP server's latency: a ``recall`` tool call
 over stdio, end to end, against the same ``recall()`` in process.
 
 Store: ``--n`` memories (default 2,000) written as records ``{"text", "kind"}``

@@ -11,7 +11,7 @@ Task: every dialogue turn of a conversation is one memory (``{"text",
 one) in one namespace, in one store per conversation, written in the
 conversation's order;
 every question of categories 1-5 that has evidence turns is a query whose
-relevant memories are those turns. recall@k (issue 25's figure) is the share
+relevant memories are those turns. recall@k (the figure the recall target is set in) is the share
 of questions with an evidence turn among the first k results; share@k the
 share of a question's evidence turns among them, averaged.
 
@@ -206,7 +206,7 @@ def run(repo: str, embed: CachedEmbedder | None = None, weights: tuple[float, ..
     n_docs = 0
     with tempfile.TemporaryDirectory() as tmp:
         for i, conv in enumerate(convs):
-            # one store per conversation (issue 25's setup), one per mode
+            # one store per conversation (no conversation's turns compete with another's), one per mode
             managers = {"lexical": MemoryManager(f"{tmp}/{i}/lexical", durability="flush")}
             if embed is not None:
                 for mode in ("rrf", "weighted", *extra):

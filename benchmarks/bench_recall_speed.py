@@ -1,5 +1,5 @@
 """Recall speed: latency of ``recall()`` as the store grows, and what the index
-costs the write path (issue 15, must-show 2).
+costs the write path.
 
 Data: sentences of 6-18 words drawn from a fixed-seed vocabulary (40 English
 function words, then 30,000 made-up words of 2-4 syllables) with Zipfian
@@ -316,7 +316,7 @@ def report(rows: list[dict[str, Any]], wp: dict[str, float], info: dict[str, str
           fmt_num(r["index_bytes"] / 1e6), secs(r.get("hybrid_first_s")), ms(r.get("hybrid_p50")),
           ms(r.get("hybrid_p99"))] for r in rows],
     )
-    targets = {10_000: 0.001, 100_000: 0.002, 1_000_000: 0.005}  # issue 24, must-show 4
+    targets = {10_000: 0.001, 100_000: 0.002, 1_000_000: 0.005}  # the p50 latency targets by store size
     verdict = "; ".join(
         f"p50 at {r['n']:,}: **{r['p50'] * 1e3:.2f} ms** wall, **{r['cpu_p50'] * 1e3:.2f} ms** thread CPU (target "
         f"< {targets[r['n']] * 1e3:g} ms: {'met' if r['p50'] < targets[r['n']] else 'not met'} in wall time, "

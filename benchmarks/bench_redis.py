@@ -1,4 +1,4 @@
-"""Issue 11: hrm-memory on Redis against redis-py on the same server, and
+"""hrm-memory on Redis against redis-py on the same server, and
 against the file backend, in one run; then durability per persistence setting.
 
     python -m benchmarks.bench_redis [--n 2000] [--reps 5] [--out BENCHMARKS.md]
@@ -54,7 +54,7 @@ from .harness import (OtherLoad, Stats, machine_info, make_key, make_record, md_
 
 NS = "altitude.patterns"
 REPO = Path(__file__).resolve().parent.parent
-SECTION = "## Issue 11: the Redis backend (`benchmarks/bench_redis.py`)"
+SECTION = "## The Redis backend (`benchmarks/bench_redis.py`)"
 
 
 def _hset_xadd(r: redis.Redis, hkey: str, key: str, value: Any) -> None:

@@ -1,4 +1,4 @@
-"""Tracing overhead per operation, three modes in one run (issue 4).
+"""Tracing overhead per operation, three modes in one run.
 
 - ``no-sdk``: the OpenTelemetry API only (no provider configured);
 - ``sdk-batch``: SDK TracerProvider + BatchSpanProcessor, spans made with the
@@ -13,7 +13,7 @@ total, minus the ``no-sdk`` baseline. Exporter: a no-op exporter that counts.
 
 usage: python -m benchmarks.bench_tracing [--n 100000] [--reps 3]
 
-Instruction counts (issue 13; wall-clock timings on a loaded 2-vCPU VM are
+Instruction counts (wall-clock timings on a loaded 2-vCPU VM are
 noise): ``--instructions`` runs each case under ``valgrind --tool=callgrind``
 (every thread counted, the drainer's and the batch processor's included) and
 reports (instructions with N ops - instructions with 0 ops) / N, for
@@ -30,7 +30,7 @@ in place of this checkout's, for before/after figures:
 
     python -m benchmarks.bench_tracing --instructions [--n 5000] [--base-tracing /tmp/tracing_before.py]
 
-Wall clock (issue 13): ``--wall`` runs each case (no SDK; SDK +
+Wall clock: ``--wall`` runs each case (no SDK; SDK +
 ``BatchSpanProcessor``; SDK + ``SimpleSpanProcessor``, both to an exporter
 that counts and discards) in its own process, the cases interleaved rep by
 rep, and prints per operation the caller's p50 (2,000 calls timed one by
@@ -51,26 +51,15 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from hrm_memory import MemoryManager, NamespaceSpec
 
-
-class CountingExporter(SpanExporter):
-    def __init__(self) -> None:
-        self.count = 0
-
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        self.count += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
+from .harness import CountingExporter
 
 
 def run_mode(mode: str, n: int) -> dict[str, float]:
@@ -201,18 +190,11 @@ runpy.run_module("benchmarks.bench_tracing", run_name="__main__")
 
 
 def _instructions(args: list[str]) -> int:
-    import re
-    import subprocess
     import sys
 
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", _SWAP,
-         "--worker", *args],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    assert found, done.stderr[-2000:]
-    return int(found.group(1))
+    from benchmarks.harness import callgrind
+
+    return callgrind([sys.executable, "-c", _SWAP, "--worker", *args])
 
 
 def instructions_table(n: int, base_tracing: str | None) -> str:
@@ -245,7 +227,7 @@ def instructions_table(n: int, base_tracing: str | None) -> str:
     return "\n".join(lines)
 
 
-# -- wall clock (issue 13) ----------------------------------------------------------------
+# -- wall clock --------------------------------------------------------------------------
 
 
 def _thread_cpu() -> dict[str, tuple[float, int, int]]:
@@ -345,7 +327,7 @@ def wall_worker(mode: str, op: str, n: int) -> dict[str, Any]:
     }
 
 
-#: Issue 13's limits on what tracing adds to an operation (SDK + batch processor).
+#: The limits on what tracing adds to an operation (SDK + batch processor).
 CALLER_LIMIT_US = 2.0
 TOTAL_LIMIT_US = 5.0
 
@@ -388,7 +370,7 @@ def run_wall(n: int, reps: int) -> WallResults:
 
 
 def wall_outcomes(res: WallResults) -> list[tuple[str, float, float]]:
-    """``(target, measured µs, limit µs)`` for issue 13's tracing targets:
+    """``(target, measured µs, limit µs)`` for the tracing targets:
     what an SDK with a ``BatchSpanProcessor`` adds to a hot read and write,
     on the caller's path (p50 of calls timed one by one) and in total (a
     loop of N operations and the final ``force_flush``, per operation)."""

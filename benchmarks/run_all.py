@@ -7,7 +7,7 @@
 The raw figures go to ``<dir>/results.json`` as well. ``--seed-only`` runs
 only the seed-namespace benchmark (``bench_seed``: the hot path on seed
 namespaces, untraced and traced through the global provider, beside its
-peers; issue 24) and replaces only its section of the report, the other
+peers) and replaces only its section of the report, the other
 sections kept as they were.
 """
 
@@ -47,7 +47,7 @@ def previous_targets(old_report: str) -> dict[str, str]:
     out = {}
     for line in old_report.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[1].startswith((">", "<")) and cells[0] != "target (DESIGN)":
+        if len(cells) >= 4 and cells[1].startswith((">", "<")) and cells[0] != "target":
             out[cells[0]] = cells[2]
     return out
 
@@ -96,7 +96,7 @@ def targets_section(
         rows += [(t, need, got, "yes" if ok else "**no**") for t, need, got, ok in bench_seed.outcomes(seed)]
     met = sum(r[3] == "yes" for r in rows)
     table = md_table(
-        ["target (DESIGN)", "required", "measured", "met?", "previous run"],
+        ["target", "required", "measured", "met?", "previous run"],
         [(*r, previous.get(r[0], "-")) for r in rows],
     )
     return (
@@ -107,7 +107,8 @@ def targets_section(
     )
 
 
-#: Issue 13: the first read after open at 1M records under 1 ms, open flat.
+#: The targets of opening: the first read after open at 1M records under 1 ms,
+#: open flat.
 FIRST_READ_LIMIT_US = 1000.0
 OPEN_FLAT_LIMIT = 1.5
 
@@ -233,12 +234,12 @@ SEED_HEAD = "## Seed namespaces, tracing set up globally (`benchmarks/bench_seed
 def seed_section(res: bench_seed.SeedResults, argv: list[str] | None = None) -> str:
     ran = "" if argv is None else f"\n\n```\n{command_line(argv)}\n```"
     targets = md_table(
-        ["target (issue 24)", "required", "measured: median or mean (min-max over reps)", "met?"],
+        ["target (seed namespaces)", "required", "measured: median or mean (min-max over reps)", "met?"],
         [(t, need, got, "yes" if ok else "**no**") for t, need, got, ok in bench_seed.outcomes(res)],
     )
     return f"""{SEED_HEAD}
 
-Where HRMs live (issue 24): seed namespaces with their codecs, hot
+Where HRMs live: seed namespaces with their codecs, hot
 (`focus.fast`, `altitude.session`) and warm (`altitude.patterns`,
 `reasoning.strategies`, `durability="flush"`), untraced (no SDK) and traced
 the standard way: `trace.set_tracer_provider(TracerProvider())` with a
@@ -253,7 +254,8 @@ interleaved; *added* is traced minus untraced of processes run back to back.
 Values: `make_record` (which no seed codec shortens: stored as its own JSON,
 tokens_saved 0) and, on the *coded* rows, a focus interaction record the codec
 shortens (six aliases, three stance codes; tokens_saved counted with o200k).
-The last column is issue 24's table, measured before this work (one run).{ran}
+The last column is the baseline, the same rows measured before the hot-path
+work on seed namespaces (one run).{ran}
 
 {bench_seed.table(res)}
 
@@ -287,7 +289,7 @@ delivered (to an exporter that discards it). *Caller p50*: the median of
 2,000 calls timed one by one. *Total*: a loop of N operations and the final
 `provider.force_flush()`, per operation, every thread's work included (a
 batch of 256 spans is finished on the caller's thread by the operation that
-fills it, so the p99 call carries one). Limits (issue 13): caller < 2 µs,
+fills it, so the p99 call carries one). Limits: caller < 2 µs,
 total < 5 µs. `python -m benchmarks.bench_tracing --wall --reps {traced.reps}`
 
 {bench_tracing.wall_table(traced)}

@@ -9,13 +9,17 @@ import stat
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from hrm_memory.core.errors import StorageError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 #: Added to every open of a store file: a symbolic link planted inside the
-#: root is never followed (DESIGN guarantee 5).
+#: root is never followed, so no path the store opens leads outside the root
+#: (docs/storage.md, "Layout under the root").
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -25,7 +29,8 @@ class _ThisProcess:
     ones ``multiprocessing`` makes included). A check made on every append
     ("is this a forked child, whose inherited descriptors and writer name
     are its parent's?") then reads an attribute instead of calling
-    ``os.getpid()``, a system call (~0.2 us here; two per warm write)."""
+    ``os.getpid()``, a system call, twice per warm write (BENCHMARKS.md,
+    "Figures the code's comments rely on")."""
 
     __slots__ = ("pid",)
 
@@ -81,6 +86,22 @@ def storage_error(exc: OSError, action: str, path: str | os.PathLike[str]) -> St
         errno.EPERM: "operation not permitted",
     }.get(exc.errno or 0, exc.strerror or str(exc))
     return StorageError(f"cannot {action} {os.fspath(path)}: {reason}", path=os.fspath(path), errno=exc.errno)
+
+
+def read_json(path: Path, missing: Any) -> Any:
+    """The JSON document in the small file at ``path``: ``missing`` when there
+    is no file, None when its bytes are not JSON (the caller decides what a
+    damaged file means). Any other failure to read is a :class:`StorageError`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return missing
+    except OSError as exc:
+        raise storage_error(exc, "read", path) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

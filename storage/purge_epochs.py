@@ -41,16 +41,7 @@ class FilePurgeEpochs:
         self.lock_path = root / "meta" / "purges.lock"
 
     def _read(self) -> dict[str, object]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return {"epoch": 0, "namespaces": {}}
-        except OSError as exc:
-            raise _fs.storage_error(exc, "read", self.path) from None
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            doc = None
+        doc = _fs.read_json(self.path, {"epoch": 0, "namespaces": {}})
         if not (isinstance(doc, dict) and type(doc.get("epoch")) is int and isinstance(doc.get("namespaces"), dict)):
             # Damaged: every namespace counts as purged since any epoch (the
             # indexes drop and rebuild their rows: derived data, nothing lost).

@@ -247,16 +247,7 @@ class FileBackend:
 
     def _read_meta(self) -> dict[str, dict[str, Any]]:
         _fs.ensure_real_dirs(self.root, "meta")
-        try:
-            data = self._meta.read_bytes()
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise _fs.storage_error(exc, "read", self._meta) from None
-        try:
-            declared = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            declared = None
+        declared = _fs.read_json(self._meta, {})
         if type(declared) is not dict or not all(type(v) is dict for v in declared.values()):
             # Never reset: the file is left as it is for a person to repair.
             raise CorruptRecord(

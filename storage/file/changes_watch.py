@@ -13,6 +13,13 @@ listener is woken through the callable it registered. The observer starts
 with the first listener and is stopped (its threads joined) with the last, so
 a process without cross-process subscriptions runs none of its threads.
 
+On Linux the observer is watchdog's inotify reader (``InotifyFD``) itself:
+its one thread reads the kernel's events and wakes the listeners directly, so
+a change reaches a sleeping subscriber through one thread hand-over (reader,
+then the subscriber's watcher). Elsewhere, or where that reader is missing
+from the installed watchdog, it is watchdog's ``Observer``, whose events pass
+its reader, emitter and dispatcher threads before the wake-up.
+
 Where notifications cannot work, :func:`listen` raises :class:`OSError` and
 the caller polls instead: watchdog's own choice is its polling observer (no
 native notifications on this platform), or the log is on a network file
@@ -27,11 +34,22 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from watchdog.events import FileCreatedEvent, FileModifiedEvent, FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver, PollingObserverVFS
+
+try:
+    from watchdog.observers.inotify_c import CallbackId, InotifyConstants, InotifyEvent, InotifyFD, Mask
+    HAS_INOTIFY_READER = True
+except (ImportError, OSError):  # not Linux, or a watchdog without the inotify reader
+    HAS_INOTIFY_READER = False
+
+#: Whether :func:`listen` uses the inotify reader directly where it exists
+#: (tests set it False to run the ``Observer`` path on Linux as well).
+DIRECT = True
 
 #: File systems on which a host's notifications do not report other hosts'
 #: writes (or report none at all): the log is polled there.
@@ -71,6 +89,7 @@ class _Handler(FileSystemEventHandler):
 
     def __init__(self) -> None:
         self.wakes: tuple[Wake, ...] = ()
+        self.dropped = False  # the kernel ended the watch (the directory went): its listeners poll
 
     def dispatch(self, event: FileSystemEvent) -> None:
         for wake in self.wakes:
@@ -78,13 +97,27 @@ class _Handler(FileSystemEventHandler):
 
 
 class _Generation:
-    """One running observer and the directories it watches. A generation
-    whose observer died is left to its listeners (they poll); the next
-    listener starts a new one."""
+    """One running watchdog ``Observer`` and the directories it watches. A
+    generation whose threads died is left to its listeners (they poll); the
+    next listener starts a new one."""
 
-    def __init__(self, observer: BaseObserver) -> None:
-        self.observer = observer
+    def __init__(self) -> None:
+        self.observer: BaseObserver = Observer()  # raises OSError when inotify has no instance or fd left
+        if isinstance(self.observer, (PollingObserver, PollingObserverVFS)):
+            raise OSError("watchdog has no native file-system notifications on this platform")
         self.watches: dict[str, tuple[ObservedWatch, _Handler]] = {}
+
+    def watch(self, directory: str, handler: _Handler) -> ObservedWatch:
+        watch = self.observer.schedule(
+            handler, directory, recursive=False, event_filter=[FileModifiedEvent, FileCreatedEvent]
+        )
+        if not self.observer.is_alive():
+            self.observer.start()
+        return watch
+
+    def unwatch(self, watch: Any, handler: _Handler) -> None:
+        if self.alive():
+            self.observer.unschedule(watch)
 
     def alive(self) -> bool:
         return self.observer.is_alive() and all(e.is_alive() for e in self.observer.emitters)
@@ -95,19 +128,71 @@ class _Generation:
             self.observer.join(timeout=5)
 
 
+class _Direct:
+    """watchdog's inotify reader, one thread, waking listeners itself (see
+    the module's docstring). A directory whose watch the kernel dropped (the
+    directory was removed or replaced) is no longer alive for its listeners,
+    who poll (its handler is marked dropped)."""
+
+    def __init__(self) -> None:
+        self.reader = InotifyFD()  # raises OSError when inotify has no instance or fd left
+        self.reader.name = "hrm-memory-inotify"
+        self.watches: dict[str, tuple[Any, _Handler]] = {}
+        self.started = False
+
+    def watch(self, directory: str, handler: _Handler) -> Any:
+        mask = Mask(InotifyConstants.IN_MODIFY | InotifyConstants.IN_CREATE | InotifyConstants.IN_MOVED_TO)
+        wd = self.reader.add_callback(os.fsencode(directory), mask, _DirectCallback(handler), CallbackId(id(handler)))
+        if not self.started:
+            self.reader.start()
+            self.started = True
+        return wd
+
+    def unwatch(self, wd: Any, handler: _Handler) -> None:
+        if self.alive():
+            self.reader.remove_callbacks([(wd, CallbackId(id(handler)))])
+
+    def alive(self) -> bool:
+        return self.reader.is_alive()
+
+    def stop(self) -> None:
+        self.reader.stop()
+        if self.reader.is_alive() and self.reader is not threading.current_thread():
+            self.reader.join(timeout=5)
+
+
+class _DirectCallback:
+    """What the inotify reader calls for one watched directory."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self.handler = handler
+
+    def on_event(self, event: InotifyEvent) -> None:
+        for wake in self.handler.wakes:
+            wake()
+
+    def on_watch_deleted(self, wd: Any) -> None:
+        self.handler.dropped = True
+
+    def on_queue_overflow(self) -> None:
+        self.on_event(None)  # type: ignore[arg-type]  # events were lost: read the log again
+
+
 class Listening:
     """One listener's registration. ``alive()``: notifications still come;
     ``close()`` ends the registration (idempotent)."""
 
-    def __init__(self, shared: _Shared, generation: _Generation, directory: str, wake: Wake) -> None:
+    def __init__(self, shared: _Shared, generation: _Generation | _Direct, directory: str, handler: _Handler,
+                 wake: Wake) -> None:
         self._shared = shared
         self.generation = generation
         self.directory = directory
+        self.handler = handler
         self.wake = wake
         self.closed = False
 
     def alive(self) -> bool:
-        return not self.closed and self.generation.alive()
+        return not self.closed and not self.handler.dropped and self.generation.alive()
 
     def close(self) -> None:
         self._shared.remove(self)
@@ -118,7 +203,7 @@ class _Shared:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._current: _Generation | None = None
+        self._current: _Generation | _Direct | None = None
 
     def add(self, directory: Path, wake: Wake) -> Listening:
         kind = file_system_type(directory)
@@ -130,19 +215,15 @@ class _Shared:
             if gen is not None and not gen.alive():
                 self._current = gen = None  # its listeners see it dead and poll; its threads stop with them
             if gen is None:
-                observer = Observer()  # raises OSError when inotify has no instance or fd left
-                if isinstance(observer, (PollingObserver, PollingObserverVFS)):
-                    raise OSError("watchdog has no native file-system notifications on this platform")
-                gen = _Generation(observer)
+                gen = _Direct() if DIRECT and HAS_INOTIFY_READER else _Generation()
             watched = gen.watches.get(key)
+            if watched is not None and watched[1].dropped:
+                del gen.watches[key]  # the directory was replaced: watch the new one (the old listeners poll)
+                watched = None
             if watched is None:
                 handler = _Handler()
                 try:
-                    watch = gen.observer.schedule(
-                        handler, key, recursive=False, event_filter=[FileModifiedEvent, FileCreatedEvent]
-                    )
-                    if not gen.observer.is_alive():
-                        gen.observer.start()
+                    watch = gen.watch(key, handler)
                 except BaseException:
                     if not gen.watches:
                         gen.stop()  # a failed first watch leaves no thread behind
@@ -151,23 +232,22 @@ class _Shared:
                 self._current = gen
             handler = watched[1]
             handler.wakes = (*handler.wakes, wake)
-            return Listening(self, gen, key, wake)
+            return Listening(self, gen, key, handler, wake)
 
     def remove(self, listening: Listening) -> None:
-        stop: _Generation | None = None
+        stop: _Generation | _Direct | None = None
         with self._lock:
             if listening.closed:
                 return
             listening.closed = True
             gen = listening.generation
+            handler = listening.handler
+            handler.wakes = tuple(w for w in handler.wakes if w is not listening.wake)
             watched = gen.watches.get(listening.directory)
-            if watched is not None:
-                watch, handler = watched
-                handler.wakes = tuple(w for w in handler.wakes if w is not listening.wake)
-                if not handler.wakes:
-                    del gen.watches[listening.directory]
-                    if gen.watches and gen.alive():
-                        gen.observer.unschedule(watch)
+            if watched is not None and watched[1] is handler and not handler.wakes:
+                del gen.watches[listening.directory]
+                if gen.watches and not handler.dropped:
+                    gen.unwatch(watched[0], handler)
             if not gen.watches:
                 stop = gen
                 if self._current is gen:

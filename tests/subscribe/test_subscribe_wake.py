@@ -1,5 +1,6 @@
 """Cross-process subscribers on the file backend sleep until the file system
-says the change log grew (one watchdog observer per process), and fall back
+says the change log grew (one notification thread per process: watchdog's
+inotify reader on Linux, its Observer elsewhere; both are run here), and fall back
 to polling by themselves, saying so once, where notifications fail. Every
 failure here is real: a killed observer thread, a process out of file
 descriptors, a log directory replaced under the watch."""
@@ -17,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from watchdog.observers.api import BaseObserver
+from watchdog.observers.inotify_c import InotifyFD
 
 from hrm_memory import Event, MemoryManager
 from hrm_memory.core import events as events_module
+from hrm_memory.storage.file import changes_watch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,8 +47,17 @@ def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(events_module, "fallback_warnings", events_module.OncePerProcess())
 
 
-def observers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if isinstance(t, BaseObserver) and t.is_alive()]
+@pytest.fixture(params=["direct", "observer"])
+def notifier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> type[threading.Thread]:
+    """Each test runs with the inotify reader waking listeners itself and
+    with watchdog's Observer between them; the class of the one thread
+    that stands for "the observer" in each."""
+    monkeypatch.setattr(changes_watch, "DIRECT", request.param == "direct")
+    return InotifyFD if request.param == "direct" else BaseObserver
+
+
+def observers(kind: type[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if isinstance(t, kind) and t.is_alive()]
 
 
 def watchdog_threads() -> list[threading.Thread]:
@@ -83,22 +95,22 @@ def run_writer(root: Path, n: int, gap_ms: float, go: Path) -> subprocess.Popen[
     )
 
 
-def test_one_observer_per_process_however_many_subscriptions(tmp_path: Path) -> None:
+def test_one_observer_per_process_however_many_subscriptions(tmp_path: Path, notifier: type[threading.Thread]) -> None:
     """10 subscriptions in each of two managers on two roots: one observer
     thread in the process; none once they are cancelled."""
     with MemoryManager(tmp_path / "a") as a, MemoryManager(tmp_path / "b") as b:
         subs = [m.subscribe(g, lambda e: None) for m in (a, b) for g in ["focus.*", "altitude.*"] * 5]
         assert a._pipeline.bus.watching == b._pipeline.bus.watching == "notified"
-        assert len(observers()) == 1
+        assert len(observers(notifier)) == 1
         for s in subs:
             s.cancel()
-        assert observers() == [] and watchdog_threads() == []
+        assert observers(notifier) == [] and watchdog_threads() == []
         assert a._pipeline.bus.watching is None
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the kill itself
 def test_a_killed_observer_hands_over_to_polling_with_no_event_lost(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh_warnings: None
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh_warnings: None, notifier: type[threading.Thread]
 ) -> None:
     """The observer's thread dies (an exception raised in it, as a bug in it
     would) while another process writes: both subscribing managers notice
@@ -116,7 +128,7 @@ def test_a_killed_observer_hands_over_to_polling_with_no_event_lost(
             deadline = time.monotonic() + 30
             while len(got.got) < 50 and time.monotonic() < deadline:
                 time.sleep(0.005)
-            [observer] = observers()
+            [observer] = observers(notifier)
             assert observer.ident is not None
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(observer.ident), ctypes.py_object(SystemExit))
             out, _ = writer.communicate(timeout=60)
@@ -139,7 +151,7 @@ def test_a_killed_observer_hands_over_to_polling_with_no_event_lost(
 
 
 def test_a_replaced_log_directory_is_noticed_and_polled(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh_warnings: None
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh_warnings: None, notifier: type[threading.Thread]
 ) -> None:
     """The watch follows the directory it was put on; when ``events/`` is
     replaced by a new directory, writes land where no notification comes
@@ -239,3 +251,26 @@ def test_an_observer_that_cannot_start_leaves_polling(tmp_path: Path) -> None:
     assert len(warnings) == 1, err
     assert "file-system notifications are unavailable ([Errno 24] Too many open files)" in warnings[0]
     assert "poll the log every 5 ms" in warnings[0]
+
+
+def test_cancelling_one_roots_subscriptions_leaves_the_others_notified(
+    tmp_path: Path, notifier: type[threading.Thread]
+) -> None:
+    """Two roots watched by the one thread: when the first root's last
+    subscription ends, its watch goes and the second root's stays; a write
+    from another process still wakes the second root's subscriber."""
+    got = Collector()
+    with MemoryManager(tmp_path / "a") as a, MemoryManager(tmp_path / "b") as b:
+        first = a.subscribe("focus.*", lambda e: None)
+        with b.subscribe("focus.*", got):
+            first.cancel()
+            assert len(observers(notifier)) == 1
+            assert b._pipeline.bus.watching == "notified"
+            go = tmp_path / "go"
+            writer = run_writer(tmp_path / "b", 20, 1, go)
+            go.touch()
+            assert writer.wait(timeout=60) == 0
+            got.wait_for(20, timeout=10)
+        assert b._pipeline.bus.watching is None
+    assert_every_event_once_in_order(got.got, 20)
+    assert observers(notifier) == []

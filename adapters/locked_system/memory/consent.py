@@ -21,7 +21,7 @@ only its own document and never grants or revokes in ``mm.consent``.
 Why this and not refusing a second directory: legacy accepted any directory,
 and a directory where consent was never given stayed "never given"
 (``needs_consent()`` true, ``revoke_all()`` a no-op); keying by directory
-keeps exactly that, while a second directory can no longer revoke (or grant)
+keeps exactly that, while a second directory cannot revoke (or grant)
 the main user's store-wide consent. Since the store's consent still gates
 every write, ``can_persist`` is true only if the flag is set here *and* the
 category is granted in ``mm.consent``.

@@ -18,7 +18,7 @@ MAX_TOPICS = 10
 BRIEF_CHARS = 60
 
 #: The legacy patterns, verbatim: each is searched in the lowercased text and
-#: each ends at a word boundary (so "session 12" and "pick upstairs" do not match).
+#: each ends at a word boundary (so "session" followed by a two-digit number, and "pick upstairs", do not match).
 CONTINUITY_PATTERNS: tuple[str, ...] = (
     r"\bwhat were we\b",
     r"\bwhere were we\b",

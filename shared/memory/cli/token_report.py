@@ -34,11 +34,11 @@ from hrm_memory.core.tokens import get_counter
 if TYPE_CHECKING:
     from hrm_memory.manager import MemoryManager
 
-#: The saving issue 3 set as the goal: 75% fewer tokens on average in the
+#: The saving the project set as its goal: 75% fewer tokens on average in the
 #: compact form than in the legacy form (the proposal before it asked 65%).
 TARGET_SAVED_PCT = 75.0
 #: Where that target comes from, printed with it.
-TARGET_SOURCE = "issue 3's goal: 75% fewer tokens on average than the legacy form; the proposal asked 65%"
+TARGET_SOURCE = "the project's goal: 75% fewer tokens on average than the legacy form; the proposal asked 65%"
 
 
 
@@ -333,7 +333,7 @@ def format_report(report: Report) -> str:
 
 
 def target_met(report: Report) -> bool:
-    """The mean per-kind saving (issue 3's "on average") reaches :data:`TARGET_SAVED_PCT`."""
+    """The mean per-kind saving (the goal's "on average") reaches :data:`TARGET_SAVED_PCT`."""
     return bool(report.rows) and report.mean_saved_pct >= TARGET_SAVED_PCT
 
 

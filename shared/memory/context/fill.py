@@ -471,8 +471,9 @@ _WORD = re.compile(r"\w")
 def _appears(code: str, text: str) -> bool:
     r"""``code`` occurs in ``text`` as a word of its own: what
     ``(?<!\w)code(?!\w)`` finds, but searched for by its letters first (a
-    pattern that starts with a look-behind is tried at every position:
-    0.14 ms for one code over a 2,000-token text)."""
+    pattern that starts with a look-behind is tried at every position, which
+    made it the slow part of a render: BENCHMARKS.md, "Figures the code's
+    comments rely on")."""
     pattern = re.compile(re.escape(code) + r"(?!\w)")
     m = pattern.search(text)
     while m is not None:

@@ -154,7 +154,7 @@ class Admin:
         with self.core.backend.lock(spec.name):
             for st in list(self.core.hot.scan(spec.name)):
                 # The record keeps the creation time it had while it waited for
-                # consent (issue 14, item 22: a grant used to reset it).
+                # consent: the grant persists the record, it does not create it.
                 least = st.version
                 if spec.history is not None and self.core.keeper is not None:
                     least = max(least, self.core.keeper.supersede(spec, st.key, st.updated_us, False))
@@ -186,7 +186,7 @@ class Admin:
                 if n:
                     # The markers just appended supersede the moved lines:
                     # rewrite now rather than leave warm/ up to twice its size
-                    # until a compact() (issue 14, item 22).
+                    # until a compact().
                     self.core.backend.compact(spec.name)
             if n:
                 moved[spec.name] = n

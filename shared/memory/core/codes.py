@@ -107,8 +107,9 @@ class Codec:
         set_(self, "values", MappingProxyType(values))
         set_(self, "tables", MappingProxyType(tables))
         # (A JSON string that starts with "~" is looked for, everywhere below,
-        # as b"~" in data and b'"~' in data: one memchr first, ~3x cheaper
-        # than the two-byte search it spares on the usual value.)
+        # as b"~" in data and b'"~' in data: one memchr first, cheaper than
+        # the two-byte search it spares on the usual value, which holds no
+        # "~" at all: BENCHMARKS.md, "Figures the code's comments rely on".)
         # What compact/expand look up: a name becomes its code, a code gets
         # escaped; on the way back a code becomes its name.
         set_(self, "_key_out", {**{a: ESCAPE + a for a in aliases.values()}, **aliases})
@@ -120,8 +121,8 @@ class Codec:
         set_(self, "_out_names", frozenset(_json_inner(n) for n in (*self._key_out, *self._str_out)))
         set_(self, "_in_names", frozenset(_json_inner(n) for n in (*self._key_in, *self._str_in)))
         # keeps()/expands_nothing() split the bytes at quotes (C) instead of
-        # matching every JSON string with a regex (sre: ~150 instructions a
-        # byte): exact when no name's JSON spelling holds a quote, so that a
+        # matching every JSON string with a regex (sre pays per byte, the split
+        # per quote: BENCHMARKS.md, "Figures the code's comments rely on"): exact when no name's JSON spelling holds a quote, so that a
         # string spelled as a name is a whole piece between two quotes.
         set_(self, "_split", not any(b'"' in n for n in (*self._out_names, *self._in_names)))
         set_(self, "_shapes", {})
@@ -493,8 +494,9 @@ def _json_inner(name: str) -> bytes:
 
 
 # The two walkers are written out in full, not as one walker with a
-# per-string callback: they run on every write and read, and the call per
-# scalar doubled their cost (about 6 us for a 6-field record).
+# per-string callback: they run on every write and read, and a Python call per
+# scalar costs about as much as the walk itself (BENCHMARKS.md, "Figures the
+# code's comments rely on").
 
 
 def _compact(value: Any, keys: Mapping[str, str], strs: Mapping[str, str]) -> Any:

@@ -57,7 +57,8 @@ VOCAB_ENV = "HRM_MEMORY_VOCAB"
 # with ASCII classes so the stdlib ``re`` can run it.
 _PIECE = re.compile(r"[^\r\n\w]?[^\W\d_]+|\d{1,3}| ?[^\s\w]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # A long piece splits into several tokens; one more per 9 characters fitted the
-# legacy data best (8 overshoots by 4%, 10 undershoots by 2.5%; see ESTIMATE_NOTE).
+# legacy data best (8 overshoots, 10 undershoots: BENCHMARKS.md, "Figures the
+# code's comments rely on"; ESTIMATE_NOTE says how the estimate was checked).
 _LONG_WORD = 9
 ESTIMATE_NOTE = (
     "estimate: regex split in the shape of o200k_base's pre-tokenizer, +1 token per 9 characters "
