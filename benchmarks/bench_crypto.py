@@ -12,6 +12,15 @@ the cipher):
 - ``wrapper get``: the backend's own ``get`` of one cached record, bare and
   through the sealing wrapper, for an ungated namespace (the pass-through cost).
 
+- ``export`` rows: ``export()`` of the namespace's records (each with one
+  kept version) and ``import_()`` of that file into a fresh store, gated
+  (values sealed, as stored; kept versions sealed for the file) and ungated,
+  and gated ``include_keys=True`` (the keys wrapped under a passphrase:
+  one scrypt derivation on export and one on import), best of ``--rounds``.
+  A file without keys is imported by a store given the source's key file.
+- ``rotation``: ``rotate_keys(wait=True)`` of the same records (each with one
+  kept version: the record and its history slot resealed, the chain relinked).
+
 Rows run interleaved, round after round. ``--no-wrapper`` imports nothing
 of the sealing layer, so the same command under the interpreter of a
 checkout without it gives the figures to compare against (there the gated
@@ -58,6 +67,51 @@ def _run(consent: str | None, n: int) -> dict[str, float]:
     return {"write_us": write * 1e6, "read_us": read * 1e6}
 
 
+def _export_run(consent: str | None, n: int, keys: bool) -> dict[str, float]:
+    from hrm_memory import FileKeys, Keep, MemoryManager, NamespaceSpec
+
+    spec = NamespaceSpec("bench.turns", consent=consent, owner="bench", history=Keep(versions=2))
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HRM_MEMORY_KEYS"] = str(Path(tmp) / "keys")
+        kw: dict[str, Any] = {"include_keys": True, "passphrase": "a bench passphrase"} if keys else {}
+        with MemoryManager(Path(tmp) / "store", durability="flush", signal_log=False) as mm:
+            mm.declare(spec)
+            if consent:
+                mm.consent.grant(consent)
+            for i in range(n):
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": i})
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": -i})
+            t0 = time.perf_counter()
+            mm.export(Path(tmp) / "out.jsonl", namespaces="bench.*", **kw)
+            export = time.perf_counter() - t0
+            key_file = mm.keys.path if isinstance(mm.keys, FileKeys) else None
+        size = (Path(tmp) / "out.jsonl").stat().st_size
+        # Without the keys in the file, the store it goes to needs them: it gets the key file.
+        dst_keys = FileKeys(key_file) if key_file is not None and not keys else None
+        with MemoryManager(Path(tmp) / "dst", durability="flush", signal_log=False, keys=dst_keys) as dst:
+            t0 = time.perf_counter()
+            dst.import_(Path(tmp) / "out.jsonl", apply_consent=True,
+                        passphrase=kw.get("passphrase"))
+            imported = time.perf_counter() - t0
+    return {"export_ms": export * 1e3, "import_ms": imported * 1e3, "bytes": float(size)}
+
+
+def _rotation_run(n: int) -> float:
+    from hrm_memory import Keep, MemoryManager, NamespaceSpec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HRM_MEMORY_KEYS"] = str(Path(tmp) / "keys")
+        with MemoryManager(Path(tmp) / "store", durability="flush", signal_log=False) as mm:
+            mm.declare(NamespaceSpec("bench.turns", consent="conversation", owner="bench", history=Keep(versions=2)))
+            mm.consent.grant("conversation")
+            for i in range(n):
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": i})
+                mm.write("bench.turns", f"k{i}", {**VALUE, "n": -i})
+            t0 = time.perf_counter()
+            mm.rotate_keys("conversation", wait=True)
+            return (time.perf_counter() - t0) * 1e3
+
+
 def _wrapper() -> dict[str, float]:
     from hrm_memory.storage import FileBackend
     from hrm_memory.storage.sealed.keys import EnvKeys
@@ -102,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ungated-only", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-export", dest="export", action="store_false", help="skip the export rows (another checkout "
+                    "has no sealed exports)")
     ap.add_argument("--no-wrapper", dest="wrapper", action="store_false", help="skip the wrapper row (another checkout has none)")
     args = ap.parse_args(argv)
     rows: dict[str, dict[str, float]] = {}
@@ -118,6 +174,24 @@ def main(argv: list[str] | None = None) -> None:
     for name, r in rows.items():
         print(f"| {name} | {r['write_us']:.1f} | {r['read_us']:.2f} |")
     extra: dict[str, Any] = {}
+    if args.export and not args.ungated_only:
+        kinds_x = [("gated, sealed", "conversation", False), ("gated, sealed, include_keys", "conversation", True),
+                   ("ungated", None, False)]
+        xruns: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in kinds_x}
+        for _ in range(args.rounds):
+            for name, consent, keys in kinds_x:
+                xruns[name].append(_export_run(consent, args.records, keys))
+        xrows = {name: {k: min(r[k] for r in got) for k in got[0]} for name, got in xruns.items()}
+        print(f"\n| export row ({args.records} records, 2 versions each, best of {args.rounds}) | export ms "
+              "| import ms | file bytes |")
+        print("|---|---:|---:|---:|")
+        for name, r in xrows.items():
+            print(f"| {name} | {r['export_ms']:.0f} | {r['import_ms']:.0f} | {r['bytes']:.0f} |")
+        extra["export"] = xrows
+        rotation = min(_rotation_run(args.records) for _ in range(args.rounds))
+        print(f"\nrotate_keys(wait=True) of {args.records} records (2 versions each): {rotation:.0f} ms, best of "
+              f"{args.rounds}")
+        extra["rotation_ms"] = rotation
     if not args.ungated_only and args.wrapper:
         extra = _wrapper()
         print(f"\nbackend get of a cached ungated record: bare {extra['bare_get_ns']:.0f} ns, "

@@ -55,6 +55,7 @@ from hrm_memory.core.errors import (
 from hrm_memory.core.events import Subscription
 from hrm_memory.storage.sealed.keys import DataKey, EnvKeys, FileKeys, KeyProvider
 from hrm_memory.storage.sealed.backend import Rotation
+from hrm_memory.storage.sealed.wrap import Passphrase
 from hrm_memory.manager import Consent, MemoryManager, Scope, default_root
 from hrm_memory.core.ops import (
     ArchiveOp,
@@ -154,6 +155,7 @@ __all__ = [
     "NoLegacyFiles",
     "NotReplicated",
     "Op",
+    "Passphrase",
     "PutOp",
     "QueryAsOfOp",
     "QueryOp",

@@ -64,6 +64,7 @@ from hrm_memory.recall.memories import Remembered
 from hrm_memory.recall.search import Hit
 from hrm_memory.history.keeper import Version
 from hrm_memory.storage.sealed.backend import Rotation
+from hrm_memory.storage.sealed.wrap import Passphrase
 
 _END = object()
 
@@ -455,14 +456,16 @@ class AsyncMemoryManager(AsyncOperations):
         """See :meth:`MemoryManager.stats`."""
         return await self._run(StatsOp())  # type: ignore[no-any-return]
 
-    async def export(self, out: Any, *, namespaces: str = "*", progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+    async def export(self, out: Any, *, namespaces: str = "*", progress: Callable[[int], Any] | None = None,
+                     include_keys: bool = False, passphrase: Passphrase | str | bytes | None = None) -> dict[str, int]:
         """See :meth:`MemoryManager.export` (runs on the pool: the event loop is never blocked)."""
-        return await self._run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
+        op = ExportOp(out, namespaces, progress, include_keys, Passphrase.of(passphrase))
+        return await self._run(op)  # type: ignore[no-any-return]
 
     async def import_(self, source: Any, *, progress: Callable[[int], Any] | None = None,
-                      apply_consent: bool = False) -> dict[str, int]:
+                      apply_consent: bool = False, passphrase: Passphrase | str | bytes | None = None) -> dict[str, int]:
         """See :meth:`MemoryManager.import_`."""
-        return await self._run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
+        return await self._run(ImportOp(source, progress, apply_consent, Passphrase.of(passphrase)))  # type: ignore[no-any-return]
 
 
 class AsyncScope(AsyncOperations):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ from hrm_memory.storage.sealed.keys import FileKeys, KeyProvider, keys_dir
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
 from hrm_memory.storage.memory import MemoryBackend
 from hrm_memory.storage.sealed.backend import GroupOf, Rotation, SealedBackend, StoreId
+from hrm_memory.storage.sealed.wrap import Passphrase
 from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
 
@@ -540,6 +542,13 @@ class MemoryManager(Operations):
         """A namespace sealed under a key of its own was purged: destroy that key."""
         self._sealed.shred(f"ns:{namespace}")
 
+    def _relink(self, namespace: str, key: str, version: int) -> None:
+        """A rotation reseals ``key`` from ``version`` to the next: its kept history follows."""
+        core = self._pipeline.core
+        spec = core.specs.get(namespace)
+        if spec is not None and spec.history is not None and core.keeper is not None:
+            core.keeper.relink(spec, key, version, time.time_ns() // 1000)
+
     def rotate_keys(self, category: str, *, wait: bool = False) -> Rotation:
         """Make a new data key for ``category`` (a consent category, or the
         name of a namespace declared with ``encrypt=True``) and reseal its
@@ -565,7 +574,7 @@ class MemoryManager(Operations):
             group, names = f"ns:{spec.name}", [spec.name]
         self.keys.create(group)
         namespaces = [n for name in names for n in (name, HISTORY_PREFIX + name)]
-        rotation = Rotation(self._sealed, group, namespaces)
+        rotation = Rotation(self._sealed, group, namespaces, self._relink)
         self._rotations = [r for r in self._rotations if not r.done] + [rotation]
         rotation.start()
         if wait:
@@ -637,18 +646,28 @@ class MemoryManager(Operations):
     # -- portability ------------------------------------------------------------------
 
     def export(self, out: str | os.PathLike[str] | Any, *, namespaces: str = "*",
-               progress: Callable[[int], Any] | None = None) -> dict[str, int]:
+               progress: Callable[[int], Any] | None = None, include_keys: bool = False,
+               passphrase: Passphrase | str | bytes | None = None) -> dict[str, int]:
         """Write the persisted namespaces matching ``namespaces`` (a glob) to
         ``out`` (a path, created 0600, or a binary file) in the export format
         of docs/history.md: declarations, consent decisions, every record
         with its kept history, tiers and times. Streams: memory stays bounded
         at any size. The same data exports to the same bytes, whichever
         backend holds it. ``progress(n)`` is called as records are written.
-        Returns counts (``namespaces``, ``records``, ``versions``)."""
-        return self._pipeline.run(ExportOp(out, namespaces, progress))  # type: ignore[no-any-return]
+        Returns counts (``namespaces``, ``records``, ``versions``).
+
+        Values of sealed namespaces are written sealed, as stored (with their
+        key id): the file opens only where their keys are. With
+        ``include_keys=True`` it also carries those keys, wrapped under a key
+        derived from ``passphrase`` (scrypt; at least 12 bytes): such a file
+        opens anywhere with the passphrase, even after the keys here were
+        destroyed, so keep it as you would the data (docs/history.md)."""
+        op = ExportOp(out, namespaces, progress, include_keys, Passphrase.of(passphrase))
+        return self._pipeline.run(op)  # type: ignore[no-any-return]
 
     def import_(self, source: str | os.PathLike[str] | Any, *,
-                progress: Callable[[int], Any] | None = None, apply_consent: bool = False) -> dict[str, int]:
+                progress: Callable[[int], Any] | None = None, apply_consent: bool = False,
+                passphrase: Passphrase | str | bytes | None = None) -> dict[str, int]:
         """Read an export (a path or a binary file) into this store, whatever
         its backend, as checked writes: each record passes a write's checks
         (key, value, size limit, schema, consent) and its versions and
@@ -662,8 +681,14 @@ class MemoryManager(Operations):
         Consent stays the caller's: the file's consent decisions are left out
         (``consent_skipped``) and records of a category not granted here are
         held in this process only, as their writes would be (``held``);
-        ``apply_consent=True`` applies the file's decisions first. Returns counts."""
-        return self._pipeline.run(ImportOp(source, progress, apply_consent))  # type: ignore[no-any-return]
+        ``apply_consent=True`` applies the file's decisions first. Returns counts.
+
+        Sealed values are opened with this store's keys or the keys the file
+        carries (``passphrase`` unwraps them; this store keeps them): a value
+        neither opens refuses the file with :class:`KeyUnavailable` (or
+        :class:`WrongKey`, also for a wrong passphrase), before anything is written."""
+        op = ImportOp(source, progress, apply_consent, Passphrase.of(passphrase))
+        return self._pipeline.run(op)  # type: ignore[no-any-return]
 
 
 class Scope(Operations):
@@ -687,14 +712,17 @@ def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
     (the core tells it of writes); forget gets history and the index (the
-    backend erases through ``Backend.erase``); export and import get history."""
+    backend erases through ``Backend.erase``); export and import get history
+    and the sealing backend (sealed values travel sealed)."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
     forget = Forget(core, history, index)
     admin = Admin(core)
+    sealed = core.backend if isinstance(core.backend, SealedBackend) else None
     return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),
-                           history, forget, Portable(core, history), Importer(core, history, admin.decide)])
+                           history, forget, Portable(core, history, sealed),
+                           Importer(core, history, admin.decide, sealed)])
 
 
 class Consent:

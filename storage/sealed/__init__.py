@@ -2,10 +2,12 @@
 
 ``backend.py`` wraps a backend and seals values with AES-GCM under a data key
 per consent category; ``keys.py`` keeps those keys apart from the store (a key
-file, or the environment) and destroys a category's key to shred its data.
+file, or the environment) and destroys a category's key to shred its data;
+``wrap.py`` wraps those keys under a passphrase for an export that carries them.
 """
 
 from hrm_memory.storage.sealed.backend import SealedBackend
 from hrm_memory.storage.sealed.keys import EnvKeys, FileKeys
+from hrm_memory.storage.sealed.wrap import Passphrase
 
-__all__ = ["EnvKeys", "FileKeys", "SealedBackend"]
+__all__ = ["EnvKeys", "FileKeys", "Passphrase", "SealedBackend"]

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
@@ -49,17 +51,22 @@ from hrm_memory.core.backend import Backend, ChangeLog, PurgeEpochs
 from hrm_memory.core.errors import KeyUnavailable, MemoryStoreError, WrongKey
 from hrm_memory.core.records import Finding, Stored
 
-from hrm_memory.storage.sealed.keys import STALE_AFTER, KeyProvider
+from hrm_memory.storage.sealed.keys import STALE_AFTER, DataKey, KeyProvider
+from hrm_memory.storage.sealed.wrap import WrappedKey, wrap
 
 MAGIC = b'"hrmenc:1:'
 _NONCE = 12
 _AD = b"hrm-memory sealed 1\x00"
+_NONCE_KEY = b"hrm-memory synthetic nonce 1\x00"
 #: The store-internal namespace holding the store's id (names its key file).
 STORE_NAMESPACE = "_store"
 STORE_ID_KEY = "id"
 
 #: ``group_of(namespace) -> key group or None`` (None: stored as it is).
 GroupOf = Callable[[str], "str | None"]
+#: ``relink(namespace, key, version)``: a record is about to be resealed from
+#: ``version`` to the next (the kept history's keeper keeps its chain).
+Relink = Callable[[str, str, int], None]
 
 
 class Sealed(NamedTuple):
@@ -121,6 +128,7 @@ class Cipher:
     def __init__(self, keys: KeyProvider) -> None:
         self.keys = keys
         self._aead: dict[bytes, AESGCM] = {}
+        self._nonce_keys: dict[bytes, bytes] = {}
         self._lock = threading.Lock()
 
     def _aes(self, secret: bytes) -> AESGCM:
@@ -134,6 +142,7 @@ class Cipher:
         """Drop cached cipher states (after keys were destroyed)."""
         with self._lock:
             self._aead.clear()
+            self._nonce_keys.clear()
 
     def seal(self, group: str, namespace: str, key: str, value: bytes) -> bytes:
         dk = self.keys.ensure(group)
@@ -141,11 +150,37 @@ class Cipher:
         blob = nonce + self._aes(dk.secret).encrypt(nonce, value, _ad(group, namespace, key))
         return MAGIC + dk.key_id.encode("ascii") + b":" + base64.b64encode(blob) + b'"'
 
-    def open(self, group: str, namespace: str, key: str, value: bytes) -> bytes:
+    def seal_fixed(self, group: str, namespace: str, key: str, value: bytes) -> bytes:
+        """:meth:`seal` with a synthetic nonce (an HMAC of the associated data
+        and the value under a key derived from the data key), for an export:
+        the same value of the same record under the same key seals to the
+        same bytes, so an export depends only on what the store holds. It
+        reveals only that two such values are equal."""
+        dk = self.keys.ensure(group)
+        ad = _ad(group, namespace, key)
+        mac = hmac.new(self._nonce_key(dk.secret), len(ad).to_bytes(4, "big") + ad + value, hashlib.sha256)
+        nonce = mac.digest()[:_NONCE]
+        blob = nonce + self._aes(dk.secret).encrypt(nonce, value, ad)
+        return MAGIC + dk.key_id.encode("ascii") + b":" + base64.b64encode(blob) + b'"'
+
+    def _nonce_key(self, secret: bytes) -> bytes:
+        nk = self._nonce_keys.get(secret)
+        if nk is None:
+            nk = hashlib.sha256(_NONCE_KEY + secret).digest()
+            with self._lock:
+                self._nonce_keys[secret] = nk
+        return nk
+
+    def open(self, group: str, namespace: str, key: str, value: bytes,
+             extra: Mapping[tuple[str, str], bytes] | None = None) -> bytes:
+        """The plaintext of ``value`` (as it is when not sealed), opened with
+        this provider's key, or one of ``extra`` (``(group, key id) -> secret``)."""
         sealed = parse(value)
         if sealed is None:
             return value  # plaintext written before the namespace was sealed
-        secret = self.keys.get(group, sealed.key_id)
+        secret = extra.get((group, sealed.key_id)) if extra else None
+        if secret is None:
+            secret = self.keys.get(group, sealed.key_id)
         where = f"{namespace}/{key!r}"
         if secret is None:
             raise KeyUnavailable(
@@ -326,6 +361,61 @@ class SealedBackend:
     def close(self) -> None:
         self.inner.close()
 
+    # -- exports and imports ----------------------------------------------------------
+
+    def scan_as_stored(self, namespace: str, *, include_cold: bool = False, strict: bool = True) -> Iterator[Stored]:
+        """The records of ``namespace`` as the backend below holds them
+        (sealed values stay sealed): what an export writes."""
+        return self.inner.scan(namespace, include_cold=include_cold, strict=strict)
+
+    def export_value(self, group: str, namespace: str, key: str, stored: bytes) -> bytes:
+        """A stored value as an export carries it: sealed as stored, or (a
+        plaintext one written before the namespace was sealed) sealed now."""
+        if parse(stored) is not None:
+            return stored
+        return self.cipher.seal_fixed(group, namespace, key, stored)
+
+    def export_seal(self, group: str, namespace: str, key: str, plain: bytes) -> bytes:
+        """An opened value (a kept version) sealed for an export (:meth:`Cipher.seal_fixed`)."""
+        return self.cipher.seal_fixed(group, namespace, key, plain)
+
+    def export_keys(self, groups: list[str], kek: bytes) -> list[WrappedKey]:
+        """Every key of ``groups`` this store holds, wrapped under ``kek``."""
+        provider = self.cipher.keys
+        out: list[WrappedKey] = []
+        for group in groups:
+            current = provider.current(group)
+            for key_id in provider.ids(group):
+                secret = provider.get(group, key_id)
+                if secret is not None:
+                    is_current = current is not None and current.key_id == key_id
+                    out.append(wrap(kek, group, DataKey(key_id, secret), is_current))
+        return out
+
+    def open_imported(self, group: str, namespace: str, key: str, sealed: bytes,
+                      extra: Mapping[tuple[str, str], bytes]) -> bytes:
+        """The plaintext of an imported sealed value, opened with this store's
+        keys or ``extra`` (the file's); :class:`KeyUnavailable` or
+        :class:`WrongKey` when neither opens it."""
+        if parse(sealed) is None:
+            raise WrongKey(f"the value of {namespace}/{key!r} is not sealed, as every value of a sealed "
+                           "namespace in this format is", namespace=namespace, key=key, group=group)
+        return self.cipher.open(group, namespace, key, sealed, extra)
+
+    def adopt(self, group: str, key: DataKey, current: bool) -> None:
+        """Keep an imported key (:meth:`KeyProvider.adopt`)."""
+        self.cipher.keys.adopt(group, key, current)
+
+    def put_sealed(self, namespace: str, key: str, sealed: bytes, now_us: int, min_version: int,
+                   created_us: int, cold: bool) -> Stored:
+        """Store ``sealed`` (a sealed value, checked to open) as it is, with
+        its version and times, archived when ``cold``: an import keeps the
+        ciphertext the export carried. The stored record (its value sealed)."""
+        stored = self.inner.put(namespace, key, sealed, now_us, min_version, created_us)
+        if cold:
+            self.inner.archive(namespace, [stored])
+        return stored
+
     # -- keys -----------------------------------------------------------------------
 
     def shred(self, group: str) -> int:
@@ -335,13 +425,16 @@ class SealedBackend:
         self.cipher.forget_cached()
         return n
 
-    def reseal(self, group: str, namespaces: list[str], stop: threading.Event | None = None) -> int:
+    def reseal(self, group: str, namespaces: list[str], stop: threading.Event | None = None,
+               relink: Relink | None = None) -> int:
         """Seal again with ``group``'s current key every record of
         ``namespaces`` sealed with another (or plaintext), one record at a
         time under its namespace's lock (reads and writes go on between
         records); the count resealed. A record keeps its value and times and
-        takes the next version (no change event: its value did not change).
-        An archived record is archived again. Stops early when ``stop`` is set."""
+        takes the next version (no change event: its value did not change);
+        ``relink(namespace, key, version)`` is called first, under the lock,
+        so the kept history stays reachable from the new version. An archived
+        record is archived again. Stops early when ``stop`` is set."""
         current = self.cipher.keys.ensure(group)
         n = 0
         for namespace in namespaces:
@@ -359,6 +452,8 @@ class SealedBackend:
                     if sealed is not None and sealed.key_id == current.key_id:
                         continue
                     plain = self.cipher.open(group, namespace, now.key, now.value)
+                    if relink is not None:
+                        relink(namespace, now.key, now.version)
                     new = self.inner.put(
                         namespace, now.key, self.cipher.seal(group, namespace, now.key, plain), now.updated_us,
                         now.version, now.created_us,
@@ -391,8 +486,10 @@ class Rotation:
     readable (the older keys still exist until the end); a later rotation
     finishes the work."""
 
-    def __init__(self, backend: SealedBackend, group: str, namespaces: list[str]) -> None:
+    def __init__(self, backend: SealedBackend, group: str, namespaces: list[str],
+                 relink: Relink | None = None) -> None:
         self.group = group
+        self._relink = relink
         self.namespaces = namespaces
         self.resealed = 0
         self.destroyed: list[str] = []
@@ -409,7 +506,7 @@ class Rotation:
         backend, provider = self._backend, self._backend.provider
         try:
             for _ in range(100):
-                self.resealed += backend.reseal(self.group, self.namespaces, self._stop)
+                self.resealed += backend.reseal(self.group, self.namespaces, self._stop, self._relink)
                 if self._stop.is_set():
                     return
                 if backend.stale(self.group, self.namespaces) == 0:
@@ -451,4 +548,4 @@ class Rotation:
         return f"Rotation({self.group!r}, {state}, resealed={self.resealed}, destroyed={len(self.destroyed)})"
 
 
-__all__ = ["Cipher", "GroupOf", "MAGIC", "Rotation", "STORE_NAMESPACE", "Sealed", "SealedBackend", "StoreId", "parse"]
+__all__ = ["Cipher", "GroupOf", "MAGIC", "Relink", "Rotation", "STORE_NAMESPACE", "Sealed", "SealedBackend", "StoreId", "parse"]

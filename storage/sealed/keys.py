@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from hrm_memory.core.errors import KeyUnavailable, StorageError
+from hrm_memory.core.errors import KeyUnavailable, StorageError, WrongKey
 
 from hrm_memory.storage import fsutil as _fs
 
@@ -84,6 +84,15 @@ class KeyProvider(Protocol):
 
     def destroy(self, group: str, key_ids: list[str] | None = None) -> int:
         """Destroy ``key_ids`` of ``group`` (every key when None); the count destroyed."""
+        ...
+
+    def adopt(self, group: str, key: DataKey, current: bool) -> None:
+        """Keep ``key``, made elsewhere (an import carried it), so the records
+        sealed with it open here; with ``current`` it becomes ``group``'s
+        current key only if the group has none (a key this store made stays
+        the one its new records are sealed with). A key by that id with
+        another secret is refused (:class:`WrongKey`), and so is a key that
+        cannot be kept (:class:`KeyUnavailable`)."""
         ...
 
 
@@ -276,6 +285,21 @@ class FileKeys:
 
         return self._change(edit)  # type: ignore[no-any-return]
 
+    def adopt(self, group: str, key: DataKey, current: bool) -> None:
+        if self.get(group, key.key_id) == key.secret and (not current or self.current(group) is not None):
+            return  # held already: the file is not rewritten
+
+        def edit(groups: dict[str, dict[str, Any]]) -> None:
+            g = groups.setdefault(group, {"current": None, "keys": {}})
+            have = g["keys"].get(key.key_id)
+            if have is not None and _secret(have, str(self.path)) != key.secret:
+                raise _clash(group, key.key_id, str(self.path))
+            g["keys"][key.key_id] = base64.b64encode(key.secret).decode()
+            if current and g.get("current") is None:
+                g["current"] = key.key_id
+
+        self._change(edit)
+
 
 class EnvKeys:
     """Keys from an environment variable (default ``HRM_MEMORY_KEYRING``):
@@ -336,6 +360,24 @@ class EnvKeys:
             if g.get("current") in gone:
                 g["current"] = None
             return len(gone)
+
+
+    def adopt(self, group: str, key: DataKey, current: bool) -> None:
+        have = self.get(group, key.key_id)
+        if have == key.secret:
+            return
+        if have is not None:
+            raise _clash(group, key.key_id, f"${self.variable}")
+        raise KeyUnavailable(
+            f"key {key.key_id!r} of {group!r} is not in ${self.variable}, and keys from the environment are "
+            "kept by the application: add it there (or import into a store with a key file)",
+            group=group, key_id=key.key_id, where=f"${self.variable}",
+        )
+
+
+def _clash(group: str, key_id: str, where: str) -> WrongKey:
+    return WrongKey(f"{where} holds another key by the id {key_id!r} of {group!r}; it was not replaced",
+                    group=group, key_id=key_id, where=where)
 
 
 def make_keyring(groups: dict[str, list[DataKey]]) -> str:

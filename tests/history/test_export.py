@@ -27,6 +27,9 @@ from tests.helpers.redis_server import fresh_url, require_redis
 from tests.helpers.streams import pipe
 
 
+PASSPHRASE = "export passphrase for the round trip"
+
+
 def _populate(mm: MemoryManager) -> None:
     mm.consent.grant("preferences")
     mm.consent.grant("conversation")
@@ -60,10 +63,12 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
     with MemoryManager(tmp_path / "a", durability="flush") as src:
         _populate(src)
         first = _export(src, tmp_path / "one.jsonl")
+        # The gated namespaces' values travel sealed: another store opens them with the keys, carried wrapped.
+        src.export(tmp_path / "keys.jsonl", include_keys=True, passphrase=PASSPHRASE)
         want = {r.namespace + "/" + r.key: (r.value, r.version, r.tier) for r in src.query("*", include_cold=True)}
         want_history = src.history("shared.people", "key-0")
     lines = first.splitlines()
-    assert orjson.loads(lines[0]) == {"format": "hrm-memory-export", "version": 1}
+    assert orjson.loads(lines[0]) == {"format": "hrm-memory-export", "version": 2}
     kinds = [orjson.loads(line)["t"] for line in lines[1:]]
     assert kinds[-1] == "end" and {"namespace", "consent", "record"} <= set(kinds)
     records = [orjson.loads(line) for line in lines[1:] if b'"t":"record"' in line]
@@ -75,7 +80,7 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
 
     url = fresh_url()
     with MemoryManager(tmp_path / "b", backend=url) as dst:
-        counts = dst.import_(tmp_path / "one.jsonl", apply_consent=True)
+        counts = dst.import_(tmp_path / "keys.jsonl", apply_consent=True, passphrase=PASSPHRASE)
         assert counts["records"] == len(records) and counts["existing"] == 0 and counts["declared"] == 1
         second = _export(dst, tmp_path / "two.jsonl")
         assert second == first
@@ -87,7 +92,7 @@ def test_round_trip_file_to_redis_is_byte_identical(tmp_path: Path) -> None:
         again = dst.import_(tmp_path / "one.jsonl", apply_consent=True)  # idempotent
         assert again["existing"] == again["records"] and _export(dst, tmp_path / "three.jsonl") == first
     with MemoryManager(tmp_path / "c") as back:  # and back to files, through a stream
-        back.import_(io.BytesIO(second), apply_consent=True)
+        back.import_(io.BytesIO((tmp_path / "keys.jsonl").read_bytes()), apply_consent=True, passphrase=PASSPHRASE)
         assert _export(back, tmp_path / "four.jsonl") == first
 
 
@@ -120,13 +125,13 @@ def test_export_of_a_namespace_glob(tmp_path: Path) -> None:
 def test_import_refuses_a_newer_format_and_imports_nothing(tmp_path: Path) -> None:
     path = tmp_path / "new.jsonl"
     path.write_bytes(
-        b'{"format":"hrm-memory-export","version":2}\n'
+        b'{"format":"hrm-memory-export","version":3}\n'
         b'{"t":"record","ns":"shared.people","key":"ann","tier":"warm","cut":0,"versions":[[1,1,1,0,{"n":1}]]}\n'
     )
     with MemoryManager(tmp_path / "a") as mm:
         with pytest.raises(UnsupportedFormat) as err:
             mm.import_(path)
-        assert isinstance(err.value, ValueError) and err.value.found == 2
+        assert isinstance(err.value, ValueError) and err.value.found == 3
         assert "upgrade" in str(err.value)
         assert mm.read("shared.people", "ann") is None
         (tmp_path / "junk").write_bytes(b"hello\n")

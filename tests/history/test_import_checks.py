@@ -33,12 +33,15 @@ def _record(ns: str, key: Any, value: Any = None, *, versions: Any = None, tier:
     return {"t": "record", "ns": ns, "key": key, "tier": tier, "cut": cut, "versions": versions}
 
 
+PASSPHRASE = "the passphrase of the gated export"
+
+
 def _exported_gated(tmp_path: Path, canary: str) -> Path:
     """An export whose store granted conversation and holds a canary in a gated namespace."""
     with MemoryManager(tmp_path / "src") as src:
         src.consent.grant("conversation")
         src.write("focus.conversation", "turn-1", {"text": canary})
-        src.export(tmp_path / "gated.jsonl")
+        src.export(tmp_path / "gated.jsonl", include_keys=True, passphrase=PASSPHRASE)  # sealed: with its key
     return tmp_path / "gated.jsonl"
 
 
@@ -52,7 +55,7 @@ def test_an_import_never_grants_consent_and_gated_records_stay_off_disk(tmp_path
     with MemoryManager(tmp_path / "dst") as mm:
         if before == "revoked":
             mm.consent.revoke("conversation")
-        counts = mm.import_(path)
+        counts = mm.import_(path, passphrase=PASSPHRASE)
         assert counts["held"] == 1 and counts["consent_skipped"] >= 1
         assert mm.consent.granted("conversation") is False
         # Held as a write of it would be: readable in this process, persisted nowhere.
@@ -77,7 +80,7 @@ def test_apply_consent_applies_the_files_decisions_first(tmp_path: Path) -> None
     canary = "canary-apply-51"
     path = _exported_gated(tmp_path, canary)
     with MemoryManager(tmp_path / "dst") as mm:
-        counts = mm.import_(path, apply_consent=True)
+        counts = mm.import_(path, apply_consent=True, passphrase=PASSPHRASE)
         assert counts["held"] == 0 and counts["consents"] >= 1
         assert mm.consent.granted("conversation") is True
     with MemoryManager(tmp_path / "dst") as again:
@@ -88,11 +91,13 @@ def test_the_cli_import_holds_gated_records_unless_told(tmp_path: Path) -> None:
     canary = "canary-cli-77"
     path = _exported_gated(tmp_path, canary)
     cli = [sys.executable, "-m", "hrm_memory.cli.main", "--root", str(tmp_path / "dst")]
-    res = subprocess.run([*cli, "import", str(path)], capture_output=True, text=True, timeout=120)
+    (tmp_path / "passphrase").write_text(PASSPHRASE + "\n")
+    cli_import = [*cli, "import", "--passphrase-file", str(tmp_path / "passphrase")]
+    res = subprocess.run([*cli_import, str(path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "not persisted: 1 records" in res.stdout
     assert files_holding(tmp_path / "dst", canary.encode()) == []
-    res = subprocess.run([*cli, "import", "--apply-consent", str(path)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*cli_import, "--apply-consent", str(path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert files_holding(tmp_path / "dst", canary.encode()) == []  # persisted sealed
     with MemoryManager(tmp_path / "dst") as mm:

@@ -249,6 +249,10 @@ class ExportOp(NamedTuple):
     out: Any
     namespaces: str = "*"
     progress: Callable[[int], Any] | None = None
+    #: Also carry the data keys of sealed namespaces, wrapped under ``passphrase``.
+    include_keys: bool = False
+    #: A :class:`~hrm_memory.storage.sealed.wrap.Passphrase` (its repr hides it), or None.
+    passphrase: Any = None
 
 
 class ImportOp(NamedTuple):
@@ -258,6 +262,8 @@ class ImportOp(NamedTuple):
     source: Any
     progress: Callable[[int], Any] | None = None
     apply_consent: bool = False
+    #: Unwraps the keys an export carries: a :class:`~hrm_memory.storage.sealed.wrap.Passphrase`, or None.
+    passphrase: Any = None
 
 
 Op = Union[

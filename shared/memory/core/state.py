@@ -66,6 +66,13 @@ class Keeper(Protocol):
 
     def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int: ...
 
+    def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
+        """The persisted record of ``key`` at ``version`` is about to take the
+        next version with the same value (a key rotation reseals it): its
+        kept versions must stay reachable from the new one. Called with the
+        namespace lock held, before the record is written."""
+        ...
+
     def expire(self, specs: list[NamespaceSpec], now_us: int) -> int:
         """Drop kept versions the namespaces' policies no longer keep at
         ``now_us`` (compaction and archiving call it), and rewrite what held

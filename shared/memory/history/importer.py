@@ -24,6 +24,16 @@ write of them would be, in this process's memory only (counted in
 ``held``): not one byte of them reaches the backend. ``apply_consent=True``
 applies the file's decisions first, through the consent op's own path, so
 its granted categories' records persist.
+
+Sealed values (a version 2 file, a namespace with a consent category or
+``encrypt=True``) are opened to be checked, with this store's keys or the
+keys the file carries (its keys line, unwrapped with the caller's
+passphrase); one that neither opens refuses the file with
+:class:`KeyUnavailable` or :class:`WrongKey` naming the line, so nothing is
+imported as garbage. The file's keys are kept by this store's key provider
+and a current value is stored as the file carries it (the same ciphertext);
+where the provider cannot keep them (keys from the environment), the values
+are sealed again with this store's own key.
 """
 
 from __future__ import annotations
@@ -43,9 +53,11 @@ from hrm_memory.core.errors import (
     BadImportLine,
     BadInput,
     InvalidArgument,
+    KeyUnavailable,
     MemoryStoreError,
     NamespaceConflict,
     UnsupportedFormat,
+    WrongKey,
 )
 from hrm_memory.core.ops import ImportOp
 from hrm_memory.core.records import Stored
@@ -53,6 +65,9 @@ from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, check_key, c
 from hrm_memory.core.state import CONSENT_NAMESPACE, Attrs, Core, Handlers
 from hrm_memory.history.keeper import History
 from hrm_memory.history.portable import FORMAT, VERSION
+from hrm_memory.storage.sealed.backend import SealedBackend, parse
+from hrm_memory.storage.sealed.keys import DataKey
+from hrm_memory.storage.sealed.wrap import Kdf, Passphrase, WrappedKey, unwrap
 from hrm_memory.tracing.spans import OpSpan, current_trace_id
 
 #: Records between two calls of the progress callback.
@@ -87,6 +102,8 @@ class RecordLine(NamedTuple):
     cut: int
     versions: tuple[KeptVersion, ...]
     data: bytes | None  # the current value as a write stores it (None: deleted)
+    group: str | None = None  # the key group of a sealed namespace's values
+    sealed: bytes | None = None  # the current value as the file carries it, sealed
 
     @property
     def consent_decision(self) -> bool | None:
@@ -109,18 +126,61 @@ class ConsentLine(NamedTuple):
     granted: bool | None  # None: never decided
 
 
-Line = Union[RecordLine, NamespaceLine, ConsentLine]
+class KeysLine(NamedTuple):
+    """The keys line, read (its keys unwrapped into the import's :class:`Carried`)."""
+
+    lineno: int
+
+
+Line = Union[RecordLine, NamespaceLine, ConsentLine, KeysLine]
+
+
+class Carried:
+    """What one import knows of keys: the file's format version, the keys
+    its keys line carries once unwrapped (``(group, key id) -> secret``),
+    which are current, and the groups whose keys this store took already."""
+
+    def __init__(self, version: int, passphrase: Passphrase | None) -> None:
+        self.version = version
+        self.passphrase = passphrase
+        self.secrets: dict[tuple[str, str], bytes] = {}
+        self.current: set[tuple[str, str]] = set()
+        self.wrapped = False  # the file has a keys line
+        self.adopted: set[str] = set()
+        self._keks: dict[Kdf, bytes] = {}
+
+    def take(self, kdf: Kdf, wrapped: list[WrappedKey]) -> None:
+        """Unwrap the keys line's keys (when a passphrase was given)."""
+        self.wrapped = True
+        if self.passphrase is None:
+            return
+        kek = self._keks.get(kdf)
+        if kek is None:
+            kek = self._keks[kdf] = self.passphrase.derive(kdf)
+        for w in wrapped:
+            self.secrets[(w.group, w.key_id)] = unwrap(kek, w).secret
+            if w.current:
+                self.current.add((w.group, w.key_id))
+
+
+def group_for(spec: NamespaceSpec) -> str | None:
+    """The key group sealing ``spec``'s values, as the manager's ``group_of``
+    names it: its consent category, ``ns:<name>`` for ``encrypt=True``, else None."""
+    if spec.consent is not None:
+        return spec.consent
+    return f"ns:{spec.name}" if spec.encrypt else None
 
 
 class Importer:
     """The import handler: given the core, the kept history and the one way
     consent changes (``decide``)."""
 
-    def __init__(self, core: Core, history: History, decide: Decide) -> None:
+    def __init__(self, core: Core, history: History, decide: Decide, sealed: SealedBackend | None = None) -> None:
         self.core = core
         self.history = history
         self.backend = core.backend
         self.decide = decide
+        self.sealed = sealed
 
     def handlers(self) -> Handlers:
         return {ImportOp: ("import", self._import, False)}
@@ -134,26 +194,30 @@ class Importer:
             raise InvalidArgument(f"apply_consent must be True or False, not {op.apply_consent!r}")
         if op.progress is not None and not callable(op.progress):
             raise InvalidArgument("progress must be a function of the count of records imported")
+        passphrase = Passphrase.of(op.passphrase)
         trace_id = current_trace_id(span)
         with ExitStack() as stack:
             src = _open_in(op.source, stack)
             where = str(getattr(src, "name", "<stream>"))
-            start = _header(src, where)
+            start, version = _header(src, where)
+            carried = Carried(version, passphrase)
             if _rereadable(src):
                 # Check the whole file first: a bad line refuses it, nothing applied.
                 decisions: dict[str, ConsentLine | RecordLine] = {}
-                for line in self._lines(src, where):
+                for line in self._lines(src, where, carried):
                     _note_decision(line, decisions)
                 src.seek(start)
-                counts = self._apply(self._lines(src, where), op.apply_consent, decisions, trace_id, op.progress)
+                counts = self._apply(self._lines(src, where, carried), op.apply_consent, decisions, trace_id,
+                                     op.progress, carried)
             else:
-                counts = self._apply(self._lines(src, where), op.apply_consent, None, trace_id, op.progress)
+                counts = self._apply(self._lines(src, where, carried), op.apply_consent, None, trace_id,
+                                     op.progress, carried)
         attrs = None if span is None else {"hrm.memory.records": counts["records"]}
         return counts, attrs
 
     # -- checking ----------------------------------------------------------------------
 
-    def _lines(self, src: IO[bytes], where: str) -> Iterator[Line]:
+    def _lines(self, src: IO[bytes], where: str, carried: Carried) -> Iterator[Line]:
         """The file's lines after the header, each checked; the end line
         checked to be last and present."""
         self.core.load_declared()
@@ -171,7 +235,10 @@ class Importer:
                 raise BadImportLine(f"{where}:{lineno}: not an export line", path=where, line=lineno) from None
             try:
                 if kind == "record":
-                    yield self._record(item, lineno, specs)
+                    yield self._record(item, lineno, specs, carried, where)
+                elif kind == "keys" and carried.version >= 2:
+                    carried.take(Kdf.from_dict(item["kdf"]), [WrappedKey.from_dict(w) for w in item["keys"]])
+                    yield KeysLine(lineno)
                 elif kind == "namespace":
                     line = self._namespace(item, lineno)
                     specs[line.spec.name] = line.spec
@@ -182,8 +249,8 @@ class Importer:
                     ended = True
                 else:
                     raise InvalidArgument(f"unknown line type {kind!r}")
-            except (BadImportLine, NamespaceConflict):
-                raise  # a conflict: the store's declaration wins, said as such
+            except (BadImportLine, NamespaceConflict, KeyUnavailable):
+                raise  # a conflict: the store's declaration wins, said as such; a key: said by its own type
             except (MemoryStoreError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise BadImportLine(f"{where}:{lineno}: {_reason(exc)}", path=where, line=lineno) from exc
         if not ended:
@@ -200,7 +267,8 @@ class Importer:
         since = item.get("since")
         return NamespaceLine(lineno, spec, _time(since, "since") if since is not None else None)
 
-    def _record(self, item: dict[str, Any], lineno: int, specs: dict[str, NamespaceSpec]) -> RecordLine:
+    def _record(self, item: dict[str, Any], lineno: int, specs: dict[str, NamespaceSpec], carried: Carried,
+                where: str) -> RecordLine:
         namespace, key, tier = item["ns"], item["key"], item["tier"]
         spec = specs.get(namespace) if type(namespace) is str else None
         if spec is None:
@@ -213,6 +281,14 @@ class Importer:
         if type(raw) is not list or not raw:
             raise InvalidArgument("versions must be a non-empty list")
         versions = tuple(_version(entry) for entry in raw)
+        group = group_for(spec) if carried.version >= 2 else None
+        sealed = None
+        if group is not None:
+            if tier is not None and not versions[-1].deleted:
+                sealed = orjson.dumps(versions[-1].value)
+            versions = tuple(v if v.deleted else v._replace(value=self._opened(group, spec.name, key, v.value, carried,
+                                                                               where, lineno))
+                             for v in versions)
         for v in versions[:-1] if tier is not None else versions:
             if not v.deleted:  # a kept value as written passes a write's checks: plain JSON, within the limit
                 values.encode(self.core.expanded(spec, v.value), limit=spec.max_value_bytes, namespace=spec.name, key=key)
@@ -226,12 +302,32 @@ class Importer:
                 raise InvalidArgument("the current version of a live record cannot be a deletion")
             if spec.tier != "hot":
                 data, _ = self.core.encode(spec, key, self.core.expanded(spec, current.value))
-        return RecordLine(lineno, spec, key, tier, cut, versions, data)
+        return RecordLine(lineno, spec, key, tier, cut, versions, data, group, sealed)
+
+    def _opened(self, group: str, namespace: str, key: str, value: Any, carried: Carried, where: str,
+                lineno: int) -> Any:
+        """A sealed value of the file, opened (the JSON value it seals)."""
+        sealed = orjson.dumps(value)
+        try:
+            if self.sealed is None:
+                raise KeyUnavailable(f"this store has no keys to open {namespace}/{key!r} with",
+                                     namespace=namespace, key=key, group=group)
+            plain = self.sealed.open_imported(group, namespace, key, sealed, carried.secrets)
+        except KeyUnavailable as exc:
+            hint = ""
+            if not isinstance(exc, WrongKey):
+                hint = (" (the file carries keys: give import_() its passphrase)" if carried.wrapped and
+                        carried.passphrase is None else " (export with include_keys=True and a passphrase, "
+                        "or import where the key is)")
+            raise type(exc)(f"{where}:{lineno}: {exc}{hint}; nothing was imported", path=where, line=lineno,
+                            namespace=namespace, key=key, group=group,
+                            key_id=getattr(exc, "key_id", None)) from None
+        return orjson.loads(plain)
 
     # -- applying ----------------------------------------------------------------------
 
     def _apply(self, lines: Iterator[Line], apply_consent: bool, decisions: dict[str, ConsentLine | RecordLine] | None,
-               trace_id: str, progress: Callable[[int], Any] | None) -> dict[str, int]:
+               trace_id: str, progress: Callable[[int], Any] | None, carried: Carried) -> dict[str, int]:
         counts = {"namespaces": 0, "declared": 0, "consents": 0, "consent_skipped": 0, "records": 0,
                   "existing": 0, "held": 0, "versions": 0}
         if apply_consent and decisions:
@@ -243,7 +339,11 @@ class Importer:
         declared_here: set[str] = set()
         try:
             for line in lines:
-                if isinstance(line, NamespaceLine):
+                if isinstance(line, KeysLine):
+                    # Before any write: a group this store has no key for yet takes the file's current one.
+                    for group in sorted({g for g, _ in carried.secrets}):
+                        self._adopt(group, carried)
+                elif isinstance(line, NamespaceLine):
                     self._declare(line, counts)
                     declared_here.add(line.spec.name)
                 elif isinstance(line, ConsentLine):
@@ -263,7 +363,7 @@ class Importer:
                         continue
                     counts["records"] += 1
                     counts["versions"] += len(line.versions)
-                    self._record_into(line, counts)
+                    self._record_into(line, counts, carried)
                     touched.add(line.spec.name)
                     if progress is not None and counts["records"] % PROGRESS_EVERY == 0:
                         progress(counts["records"])
@@ -320,7 +420,25 @@ class Importer:
                 if mine is None or line.since < mine:
                     self.history.set_since(spec.name, line.since)
 
-    def _record_into(self, line: RecordLine, counts: dict[str, int]) -> None:
+    def _adopt(self, group: str, carried: Carried) -> None:
+        """This store takes the file's keys of ``group`` (once per import;
+        where its provider cannot keep them, values are sealed again with its own)."""
+        if group in carried.adopted or self.sealed is None:
+            return
+        carried.adopted.add(group)
+        for (g, key_id), secret in sorted(carried.secrets.items()):
+            if g == group:
+                try:
+                    self.sealed.adopt(group, DataKey(key_id, secret), (g, key_id) in carried.current)
+                except KeyUnavailable:
+                    pass  # not kept here: records under it are sealed again with this store's key
+
+    def _held_here(self, group: str, sealed: bytes) -> bool:
+        """Whether this store holds the key ``sealed`` names (so it can store it as it is)."""
+        found = parse(sealed)
+        return found is not None and self.sealed is not None and self.sealed.provider.get(group, found.key_id) is not None
+
+    def _record_into(self, line: RecordLine, counts: dict[str, int], carried: Carried) -> None:
         spec, key = line.spec, line.key
         if spec.consent is not None and not self.core.granted(spec.consent):
             # As a write would be: held in this process only, its history not kept.
@@ -331,6 +449,8 @@ class Importer:
             return
         kept = line.versions if line.tier is None else line.versions[:-1]
         changed = False
+        if line.group is not None:
+            self._adopt(line.group, carried)
         with self.backend.lock(spec.name):
             live = self.backend.get(spec.name, key)
             keeps = spec.history is not None and bool(kept or line.cut)
@@ -339,10 +459,15 @@ class Importer:
             if line.data is not None:
                 current = line.versions[-1]
                 if live is None or live.version < current.version:
-                    stored = self.backend.put(spec.name, key, line.data, current.updated_us,
-                                              min_version=current.version, created_us=current.created_us)
-                    if line.tier == "cold":
-                        self.backend.archive(spec.name, [stored])
+                    if (self.sealed is not None and line.group is not None and line.sealed is not None
+                            and self._held_here(line.group, line.sealed)):
+                        stored = self.sealed.put_sealed(spec.name, key, line.sealed, current.updated_us,
+                                                        current.version, current.created_us, line.tier == "cold")
+                    else:
+                        stored = self.backend.put(spec.name, key, line.data, current.updated_us,
+                                                  min_version=current.version, created_us=current.created_us)
+                        if line.tier == "cold":
+                            self.backend.archive(spec.name, [stored])
                     live = stored
                     changed = True
             if keeps:
@@ -418,8 +543,8 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _header(src: IO[bytes], where: str) -> int:
-    """Check the header line; the offset just after it (or -1 where unknown)."""
+def _header(src: IO[bytes], where: str) -> tuple[int, int]:
+    """Check the header line; the offset just after it (or -1 where unknown), and the file's format version."""
     first = src.readline()
     try:
         head = orjson.loads(first)
@@ -433,7 +558,7 @@ def _header(src: IO[bytes], where: str) -> int:
         raise UnsupportedFormat(
             f"{where} is an hrm-memory export of format {found!r}; this version reads format {VERSION} "
             "and older: upgrade hrm-memory to import it", path=where, found=found, supported=VERSION)
-    return src.tell() if _rereadable(src) else -1
+    return (src.tell() if _rereadable(src) else -1), found
 
 
 def _rereadable(src: IO[bytes]) -> bool:
@@ -458,4 +583,4 @@ def _open_in(source: Any, stack: ExitStack) -> IO[bytes]:
     raise InvalidArgument(f"import_() reads from a path or a binary file, not {type(source).__name__}")
 
 
-__all__ = ["BadImportLine", "Importer", "KeptVersion", "RecordLine"]
+__all__ = ["BadImportLine", "Carried", "Importer", "KeptVersion", "RecordLine", "group_for"]

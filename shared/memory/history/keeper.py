@@ -416,6 +416,24 @@ class History:
         self._append(hidden, tag, ring_size(policy), version, key, [entry], now_us)
         return version
 
+    def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
+        """``key``'s live record goes from ``version`` to the next with the
+        same value (a key rotation reseals it): the slot that ``version``
+        names is written again under the next one, so the chain from the new
+        version reaches the same kept versions (and the version it had is no
+        kept version: its value did not change). Written before the record,
+        as a write's slot is: a crash in between leaves a slot no chain reaches."""
+        policy = spec.history
+        if policy is None:
+            return
+        hidden, tag, ring = PREFIX + spec.name, tag_of(key), ring_size(policy)
+        slot = self.backend.get(hidden, slot_name(tag, version, ring))
+        if slot is None:
+            return
+        rec = orjson.loads(slot.value)
+        if rec.get("k") == key and rec.get("by") == version:
+            self._append(hidden, tag, ring, version + 1, key, rec["v"], now_us)
+
     def _after_session_copy(self, spec: NamespaceSpec, key: str, least: int) -> int:
         """The version the write will take: at least ``least``, and (a gated
         namespace's session copies moving to the backend on a grant) at least
