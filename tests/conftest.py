@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -27,9 +28,23 @@ def pytest_configure(config: pytest.Config) -> None:
     """Give every run a Hypothesis seed it states, so a red run is replayable:
     a fresh one each run (the suite keeps exploring) unless --hypothesis-seed
     or HRM_TEST_SEED names one."""
-    if config.getoption("hypothesis_seed", None) is None:
+    worker: dict[str, str] | None = getattr(config, "workerinput", None)
+    if worker is not None and SEED_KEY in worker:
+        # A pytest-xdist worker runs on the seed its controller chose and states.
+        config.option.hypothesis_seed = worker[SEED_KEY]
+    elif config.getoption("hypothesis_seed", None) is None:
         chosen = os.environ.get("HRM_TEST_SEED") or str(int.from_bytes(os.urandom(4), "big"))
         config.option.hypothesis_seed = chosen
+
+
+SEED_KEY = "hrm_hypothesis_seed"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand each worker the run's seed (one seed for the whole run,
+    so the one stated replays a red test whichever worker ran it)."""
+    node.workerinput[SEED_KEY] = str(node.config.getoption("hypothesis_seed"))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

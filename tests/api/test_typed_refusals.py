@@ -39,7 +39,7 @@ def test_consent_questions_about_a_non_category_are_refused(tmp_path: Path, cate
         asyncio.run(main())
 
 
-@pytest.mark.parametrize("manager", ["x", 5, object()], ids=repr)
+@pytest.mark.parametrize("manager", ["x", 5, object()], ids=["'x'", "5", "object()"])
 def test_the_async_twin_takes_only_a_manager(manager: Any) -> None:
     with pytest.raises(InvalidArgument):
         AsyncMemoryManager(manager=manager)

@@ -37,7 +37,20 @@ def tricky_strings(codec: Codec) -> list[str]:
     return sorted(words | {ESCAPE + w for w in words} | {ESCAPE * 2 + w for w in words})
 
 
+_JSON_VALUES: dict[str, tuple[Codec, st.SearchStrategy[Any]]] = {}
+
+
 def json_values(codec: Codec) -> st.SearchStrategy[Any]:
+    """Any JSON value, its strings often ``codec``'s names and codes. Built
+    once per codec: the tests draw it inside each example, and Hypothesis
+    validates a strategy built afresh every time it is drawn from."""
+    built = _JSON_VALUES.get(codec.name)
+    if built is None or built[0] is not codec:
+        built = _JSON_VALUES[codec.name] = (codec, _json_values(codec))
+    return built[1]
+
+
+def _json_values(codec: Codec) -> st.SearchStrategy[Any]:
     strings = st.sampled_from(tricky_strings(codec)) | st.text(max_size=8)
     scalars = (
         st.none()

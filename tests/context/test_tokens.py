@@ -388,6 +388,24 @@ def test_difference_is_the_difference_of_the_exact_counts(base: str, left: str, 
     assert tokens.difference(a, b) == tokens.count(a) - tokens.count(b)
 
 
+_CODED_VALUES: dict[str, st.SearchStrategy[Any]] = {}
+
+
+def _coded_values(name: str) -> st.SearchStrategy[Any]:
+    """JSON values whose strings are often codec ``name``'s names and codes.
+    Built once per codec: Hypothesis validates a strategy built afresh every
+    time it is drawn from, which cost more than the rest of the test."""
+    if name not in _CODED_VALUES:
+        codec = CODECS[name]
+        words = sorted({*codec.aliases, *codec.aliases.values(), *codec.values, *codec.values.values(), "note", "x1"})
+        strings = st.sampled_from(words) | st.text(alphabet=_TRICKY, max_size=10)
+        scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | strings
+        _CODED_VALUES[name] = st.recursive(
+            scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(strings, inner, max_size=5),
+            max_leaves=25)  # fmt: skip
+    return _CODED_VALUES[name]
+
+
 @pytest.mark.parametrize("name", sorted(CODECS))
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -395,13 +413,7 @@ def test_difference_on_values_and_their_coded_form(name: str, data: st.DataObjec
     """What tokens_saved counts: a value's JSON and its compact form's."""
     _exact_or_skip()
     codec = CODECS[name]
-    words = sorted({*codec.aliases, *codec.aliases.values(), *codec.values, *codec.values.values(), "note", "x1"})
-    strings = st.sampled_from(words) | st.text(alphabet=_TRICKY, max_size=10)
-    scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | strings
-    value = data.draw(
-        st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(strings, inner, max_size=5),
-                     max_leaves=25)  # fmt: skip
-    )
+    value = data.draw(_coded_values(name))
     readable = orjson.dumps(value).decode()
     coded = orjson.dumps(codec.compact(value)).decode()
     assert tokens.difference(readable, coded) == tokens.count(readable) - tokens.count(coded)

@@ -34,7 +34,7 @@ from pathlib import Path
 from collections import defaultdict
 from typing import Any
 
-from tests.helpers.redis_server import require_redis
+from tests.helpers.redis_server import PortTaken, port_taken, require_redis
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,6 +89,14 @@ def _send(port: int, *words: str, timeout: float = 1.0) -> bytes:
         return b""
 
 
+def _pid(port: int) -> int | None:
+    """The process id of the server answering on ``port``."""
+    for line in _send(port, "INFO", "server").split(b"\r\n"):
+        if line.startswith(b"process_id:"):
+            return int(line.split(b":", 1)[1])
+    return None
+
+
 class RedisCluster:
     """Six nodes on 127.0.0.1 (3 primaries, 3 replicas) under ``directory``."""
 
@@ -133,14 +141,29 @@ class RedisCluster:
 
     def start(self, timeout: float = 60.0) -> RedisCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
-        while len(self.ports) < 6:
-            self.ports.append(free_cluster_port(self.ports))
+        # The ports are checked free when chosen, yet another process (a test
+        # worker beside this one, an outgoing connection) may take one before
+        # its node binds it: the nodes then start again on other ports.
+        for _ in range(5):
+            while len(self.ports) < 6:
+                self.ports.append(free_cluster_port(self.ports))
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                for p in self.ports:
+                    shutil.rmtree(self.dir / str(p), ignore_errors=True)
+                self.ports = []
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> RedisCluster:
         for p in self.ports:
             self._start_node(p)
         deadline = time.monotonic() + timeout
         try:
             for p in self.ports:
-                while not _send(p, "PING").startswith(b"+PONG"):
+                while not (_send(p, "PING").startswith(b"+PONG") and _pid(p) == self.procs[p].pid):
+                    if self.procs[p].poll() is not None and port_taken(self.log(p)):
+                        raise PortTaken(p)
                     if self.procs[p].poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(f"cluster node {p} did not start: {self.log(p)}")
                     time.sleep(0.02)

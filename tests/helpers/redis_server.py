@@ -52,6 +52,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class PortTaken(RuntimeError):
+    """A redis-server could not bind its port: another process holds it."""
+
+
+def port_taken(log: str) -> bool:
+    """The server's log says, since its last start, that a port it wanted was in use."""
+    return "Address already in use" in log.rsplit("Redis is starting", 1)[-1]
+
+
 class RedisServer:
     """One redis-server process on 127.0.0.1 with its data in ``directory``."""
 
@@ -67,6 +76,11 @@ class RedisServer:
         self.binary = require_redis()
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        # A port this helper chose may be taken by another process (a test
+        # worker beside this one, an outgoing connection) before the server
+        # binds it: start() then moves to another free port. A port the
+        # caller named is kept.
+        self.chose_port = port is None
         self.port = port or free_port()
         self.appendonly = appendonly
         self.appendfsync = appendfsync
@@ -83,6 +97,16 @@ class RedisServer:
         return self.url + "?" + "&".join(f"{k}={v}" for k, v in query.items())
 
     def start(self, timeout: float = 15.0) -> RedisServer:
+        for _ in range(5):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                if not self.chose_port:
+                    raise
+                self.port = free_port()
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> RedisServer:
         args = [
             self.binary,
             "--port", str(self.port),
@@ -99,10 +123,16 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                code, self.proc = self.proc.returncode, None
                 log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{log}")
+                if port_taken(log):
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"redis-server exited with {code}:\n{log}")
             if self.ping():
-                return self
+                if self.serving_pid() == self.proc.pid:
+                    return self
+                # Another process's server answers on the port: ours cannot
+                # bind it and is about to exit (the poll above sees it).
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server on port {self.port} did not answer within {timeout} s")
@@ -115,6 +145,24 @@ class RedisServer:
                 return s.recv(64).startswith(b"+PONG")
         except OSError:
             return False
+
+    def serving_pid(self) -> int | None:
+        """The process id of the server answering on the port (INFO server)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"INFO server\r\n")
+                reply = b""
+                while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError:
+            return None
+        for line in reply.split(b"\r\n"):
+            if line.startswith(b"process_id:"):
+                return int(line.split(b":", 1)[1])
+        return None
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no final fsync."""
@@ -177,7 +225,7 @@ def fresh_url(**query: str) -> str:
     return shared_server().fresh_url(**query)
 
 
-__all__ = ["REQUIRE_ENV", "RedisServer", "binary", "fresh_url", "free_port", "require_redis", "shared_server"]
+__all__ = ["REQUIRE_ENV", "PortTaken", "RedisServer", "binary", "fresh_url", "free_port", "port_taken", "require_redis", "shared_server"]
 
 
 # -- worker processes -------------------------------------------------------------
