@@ -57,10 +57,10 @@ TIME_BOOST = 1.25
 ENTITY_BOOST = 1.25
 #: When passages holding every word of the question were found, the others
 #: (holding fewer) only fill the hits after them: they are ranked among this
-#: many postings of the question's rarest words (the newest ones), where the
-#: index's POSTINGS bound the search when none hold them all. FTS5's bm25
-#: costs a few microseconds a posting: this bounds the filling to a
-#: millisecond or less, at any size.
+#: many postings of the question's rarest words (the newest when one word
+#: alone has more), where the index's POSTINGS bound the search when none
+#: hold them all. FTS5's bm25 costs a few microseconds a posting: this bounds
+#: the filling to a millisecond or less, at any size.
 FILL_POSTINGS = 200
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
