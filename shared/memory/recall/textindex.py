@@ -138,9 +138,10 @@ STEM_CACHE = 50_000
 MERGE_AFTER = 5_000
 
 
-def _within_postings(terms: Sequence[str], freq: dict[str, int], budget: int = POSTINGS) -> list[str]:
+def _within_postings(terms: Sequence[str], freq: dict[str, int], budget: int | None = None) -> list[str]:
     """``terms`` rarest first while their passage counts sum to at most
-    ``budget`` (the rarest always), in their own order."""
+    ``budget`` (None: :data:`POSTINGS`; the rarest always), in their own order."""
+    budget = POSTINGS if budget is None else budget
     chosen: set[str] = set()
     total = 0
     for t in sorted(terms, key=lambda t: (freq[t], t)):
@@ -661,9 +662,9 @@ class TextIndex:
                     break
         return list(out.values())
 
-    def selective(self, terms: Sequence[str], budget: int = POSTINGS) -> list[str]:
+    def selective(self, terms: Sequence[str], budget: int | None = None) -> list[str]:
         """``terms`` without those too common to be worth scoring (see
-        :data:`DF_SHARE`), within ``budget`` postings (:data:`POSTINGS`);
+        :data:`DF_SHARE`), within ``budget`` postings (None: :data:`POSTINGS`);
         when all are common, the rarest, unless even it is in half the
         documents of an index over :data:`DF_CAP` passages (then none: such a
         query ranks nothing)."""
@@ -750,13 +751,14 @@ class TextIndex:
                 db.execute("ROLLBACK")
             return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
 
-    def window(self, terms: Sequence[str], budget: int = POSTINGS) -> int | None:
+    def window(self, terms: Sequence[str], budget: int | None = None) -> int | None:
         """How many of the newest passages a search for ``terms`` (as
         :meth:`selective` left them, within the same ``budget``) ranks: all
         (None) unless their passage counts sum past ``budget`` (only when a
         single common word is left), then ``budget``."""
         if len(terms) != 1:
             return None  # selective() kept them within the budget
+        budget = POSTINGS if budget is None else budget
         with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return None
