@@ -78,3 +78,58 @@ def test_coverage_of_the_rarer_words_ranks_above_the_commoner(tmp_path: Path) ->
         mm.write(NS, "rare", {"text": "zircon quartz note"})
         hits = mm.recall("amber zircon quartz", namespaces=NS, k=3)
         assert hits[0].key == "rare"
+
+
+def test_the_filling_after_exact_matches_is_ranked_within_a_smaller_budget(tmp_path: Path) -> None:
+    """The words kept for the ranked search fit ``budget`` postings, the
+    rarest first and always; a single word in more passages is ranked in a
+    window of that many of its newest (what recall uses to fill the hits
+    after the passages holding every word). Failed before: neither took a
+    budget, the filling cost as much as a search finding no exact match."""
+    with _store(tmp_path / "root", 3000, 4, {}) as mm:
+        mm.recall("amber", namespaces=NS, k=1)  # indexes the store
+    index = textindex.TextIndex(tmp_path / "root" / "index")
+    try:
+        rare = [FILLER[0], FILLER[1]]  # each in a few dozen notes
+        assert index.selective(rare, 5_000) == rare
+        assert len(index.selective(rare, 1)) == 1  # the rarest, however small the budget
+        assert index.window(["amber"], 200) == 200
+        assert index.window(["amber"]) is None  # its passages are within POSTINGS: all ranked
+        assert index.window([FILLER[0]], 200) is None
+    finally:
+        index.close()
+
+
+def test_a_bulk_catch_up_leaves_one_segment_and_few_changes_do_not_merge(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing a whole store (in many transactions) ends with the full-text
+    segments merged into one, so a query word is looked up once, not in each
+    segment; a later recall after a few writes merges nothing. Failed before:
+    the build left a segment per level of FTS5's automatic merging."""
+    import sqlite3
+
+    from hrm_memory.recall import index as recall_index
+
+    monkeypatch.setattr(recall_index, "INDEX_BATCH", 20)  # many transactions, as a large store's build
+    monkeypatch.setattr(textindex, "MERGE_AFTER", 100)
+    root = tmp_path / "root"
+    with _store(root, 600, 5, {}) as mm:
+        pass
+
+    def segments() -> int:
+        db = sqlite3.connect(root / "index" / "recall.db")
+        try:
+            return int(db.execute("SELECT count(DISTINCT segid) FROM fts_idx").fetchone()[0])
+        finally:
+            db.close()
+
+    with MemoryManager(root, durability="flush") as mm:
+        mm.declare(NamespaceSpec(NS, index=("text",)))
+        assert len(mm.recall("amber birch", namespaces=NS, k=5)) == 5
+    assert segments() == 1
+    with MemoryManager(root, durability="flush") as mm:
+        mm.declare(NamespaceSpec(NS, index=("text",)))
+        for i in range(3):
+            mm.write(NS, f"late{i}", {"text": f"amber late {i}"})
+        assert mm.recall("amber late", namespaces=NS, k=3)[0].key.startswith("late")
+    assert segments() == 2  # the new rows' own segment, left to FTS5's merging

@@ -55,6 +55,13 @@ TIME_BOOST = 1.25
 #: is lifted, above passages that only mention the name (the legacy data's
 #: own question, tests/newcomer/test_new_user_hour.py).
 ENTITY_BOOST = 1.25
+#: When passages holding every word of the question were found, the others
+#: (holding fewer) only fill the hits after them: they are ranked among this
+#: many postings of the question's rarest words (the newest when one word
+#: alone has more), where the index's POSTINGS bound the search when none
+#: hold them all. FTS5's bm25 costs a few microseconds a posting: this bounds
+#: the filling to a millisecond or less, at any size.
+FILL_POSTINGS = 200
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
 #: How text and dense results are fused (``MemoryManager(fusion=...)``),
@@ -153,10 +160,10 @@ class Recall:
             stages.append(("all kinds" if kinds is None else "kinds", kinds, include_cold))
             if not include_cold and any(s.ttl is not None or s.max_keys is not None for s in searched):
                 stages.append(("cold", kinds, True))
-            exact: dict[tuple[int, bool], list[Any]] = {}  # each index's exact rows, shared by the stages
+            memo: dict[tuple[Any, ...], Any] = {}  # what each index found for the query, shared by the stages
             for name, stage_kinds, cold in stages:
                 hits = self._search(searched, query, terms, qtype, stage_kinds, cold, k, since_us, prefix, matches,
-                                    exact)
+                                    memo)
                 best = max((h.confidence for h in hits), default=0.0)
                 path.append({"stage": name, "kinds": list(stage_kinds) if stage_kinds else None, "cold": cold,
                              "hits": len(hits), "confidence": round(best, 3)})
@@ -188,36 +195,47 @@ class Recall:
     def _search(self, specs: list[NamespaceSpec], query: str, terms: list[str], qtype: str,
                 kinds: Sequence[str] | None, cold: bool, k: int, since_us: int | None, prefix: str | None,
                 matches: Callable[[Any], bool] | None,
-                exact: dict[tuple[int, bool], list[Any]] | None = None) -> list[Hit]:
+                memo: dict[tuple[Any, ...], Any] | None = None) -> list[Hit]:
         names = [s.name for s in specs]
         want = candidates_for(k, dense=self.index.embedder is not None)
         candidates: dict[tuple[str, str], tuple[Any, bool]] = {}
         lexical: list[tuple[str, str]] = []
         every = list(dict.fromkeys(rt.tokens(query)))[:32]  # the stopwords the terms leave out too
+        memo = {} if memo is None else memo
         for index, session in self.index.indexes():
-            selective = index.selective(terms)  # words in most documents are not worth scoring
-            newest = index.window(selective) if selective else None
+            plan = memo.get(("plan", id(index)))
+            if plan is None:  # (the same for every stage)
+                selective = index.selective(terms)  # words in most documents are not worth scoring
+                plan = memo[("plan", id(index))] = (selective, index.window(selective) if selective else None)
+            selective, newest = plan
             rows: list[Any] = []
-            if selective != terms or newest is not None or every != terms:
+            if len(every) > 1 or selective != terms or newest is not None:
                 # The passages holding every word of the question come first,
                 # found from the rarest word's postings, whatever words were
-                # left out of the ranked search below to bound its cost.
-                memo = (id(index), cold)
-                held = None if exact is None else exact.get(memo)
+                # left out of the ranked search below to bound its cost (and
+                # when some are found, the others are ranked within a smaller
+                # budget, below).
+                held = memo.get(("exact", id(index), cold))
                 if held is None:  # (kinds are filtered below: the stages differ by kinds alone)
                     held = index.exact(every, names, cold=cold, limit=want, since_us=since_us, prefix=prefix)
                     if not held and every != terms and newest is not None:
                         # the budget left one common word to rank in a window: without the
                         # stopwords, the passages holding every term come first
                         held = index.exact(terms, names, cold=cold, limit=want, since_us=since_us, prefix=prefix)
-                    if exact is not None:
-                        exact[memo] = held
+                    memo[("exact", id(index), cold)] = held
                 rows = held if kinds is None else [r for r in held if r.kind in kinds]
                 # A stage narrowed to some kinds is cut short when passages hold
                 # every word: the next stage ranks them above all the others, and
                 # this one must not end the search with hits holding fewer.
                 if kinds is not None and held:
                     selective = []
+                elif rows and selective and len(rows) < want:
+                    # the rest only fill the hits after these: ranked within a smaller budget
+                    fill = memo.get(("fill", id(index)))
+                    if fill is None:
+                        kept = index.selective(terms, FILL_POSTINGS)
+                        fill = memo[("fill", id(index))] = (kept, index.window(kept, FILL_POSTINGS) if kept else None)
+                    selective, newest = fill
             # The words kept are ranked too (within the posting budget) unless
             # every candidate needed holds all the words already.
             if selective and len(rows) < want:

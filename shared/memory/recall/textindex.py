@@ -112,6 +112,11 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 #: The newest passages matching an expression, unranked (FTS5 walks an AND
 #: from its rarest word and stops at the limit).
 _NEWEST_MATCHES = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+#: The same, oldest first: FTS5 walks a word's list forwards skipping through
+#: it, while a walk newest first reads the whole list of each word (of every
+#: segment) before its first match; so the forward walk comes first, and the
+#: newest-first one only when more passages match than are ranked.
+_OLDEST_MATCHES = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid LIMIT ?"
 #: How many of the newest passages holding every word of a question
 #: :meth:`TextIndex.exact` ranks.
 EXACT_CAP = 256
@@ -123,15 +128,24 @@ _K1, _B = 1.2, 0.75
 PROBE = 8
 #: Query words whose stems a process remembers (a dict of short strings).
 STEM_CACHE = 50_000
+#: A catch-up after which at least this many records were indexed by this
+#: connection since its last merge, and at least half the index's records,
+#: ends by merging the full-text segments into one (FTS5's
+#: ``optimize``): a bulk build leaves a dozen segments, and every word a query
+#: looks up is looked up in each. Merging rewrites the postings, so it waits
+#: until that many have been written since: a cost proportional to what was
+#: indexed, never paid for a few changes.
+MERGE_AFTER = 5_000
 
 
-def _within_postings(terms: Sequence[str], freq: dict[str, int]) -> list[str]:
+def _within_postings(terms: Sequence[str], freq: dict[str, int], budget: int | None = None) -> list[str]:
     """``terms`` rarest first while their passage counts sum to at most
-    :data:`POSTINGS` (the rarest always), in their own order."""
+    ``budget`` (None: :data:`POSTINGS`; the rarest always), in their own order."""
+    budget = POSTINGS if budget is None else budget
     chosen: set[str] = set()
     total = 0
     for t in sorted(terms, key=lambda t: (freq[t], t)):
-        if chosen and total + freq[t] > POSTINGS:
+        if chosen and total + freq[t] > budget:
             break
         chosen.add(t)
         total += freq[t]
@@ -193,6 +207,7 @@ class TextIndex:
         self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
         self._passages = 0
         self._count_version: tuple[int, int] | None = None
+        self._unmerged = 0  # records this connection indexed since it last merged the segments
 
     def exists(self) -> bool:
         """Open here, or a file on disk (a check that creates nothing)."""
@@ -389,6 +404,7 @@ class TextIndex:
                     db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", [
                         ((rowid << PART_BITS) | i, part, doc.ctx, _near(before, parts, i))
                         for i, part in enumerate(parts)])
+                    self._unmerged += 1
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
                     # the next record's near column holds what was before it: this
@@ -400,6 +416,22 @@ class TextIndex:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            if meta and self._unmerged >= MERGE_AFTER:  # the end of a catch-up (its cursor written)
+                self._merge(db)
+
+    def _merge(self, db: sqlite3.Connection) -> None:
+        """Merge the full-text segments into one when this connection indexed
+        at least half the index's records since it last did (see
+        :data:`MERGE_AFTER`), then truncate the WAL the merge filled. (The
+        old segments' pages stay in the file, free, for the next writes: a
+        VACUUM would copy the index's text to a temporary file outside the
+        store.)"""
+        if 2 * self._unmerged < int(db.execute("SELECT count(*) FROM docs").fetchone()[0]):
+            return
+        self._unmerged = 0
+        db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+        if self.path is not None:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @staticmethod
     def _before(db: sqlite3.Connection, ns: str, created_us: int, key: str, rowid: int) -> list[str]:
@@ -630,11 +662,12 @@ class TextIndex:
                     break
         return list(out.values())
 
-    def selective(self, terms: Sequence[str]) -> list[str]:
+    def selective(self, terms: Sequence[str], budget: int | None = None) -> list[str]:
         """``terms`` without those too common to be worth scoring (see
-        :data:`DF_SHARE`); when all are common, the rarest, unless even it is
-        in half the documents of an index over :data:`DF_CAP` passages (then
-        none: such a query ranks nothing)."""
+        :data:`DF_SHARE`), within ``budget`` postings (None: :data:`POSTINGS`);
+        when all are common, the rarest, unless even it is in half the
+        documents of an index over :data:`DF_CAP` passages (then none: such a
+        query ranks nothing)."""
         with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return list(terms)
@@ -648,7 +681,7 @@ class TextIndex:
             freq = {t: df.get(stems.get(t, ""), 0) for t in terms}
             kept = [t for t in terms if freq[t] <= limit]
             if kept:
-                return _within_postings(kept, freq)
+                return _within_postings(kept, freq, budget)
             rarest = min(terms, key=lambda t: (freq[t], t))
             # Every word is common; one in most documents ranks nothing, unless
             # the index is small enough to rank them all cheaply (a store of
@@ -663,8 +696,8 @@ class TextIndex:
 
         The cost is bounded by the rarest word's postings, never the
         commonest's: FTS5 walks an AND from its rarest word, skipping through
-        the others' lists, newest first, and stops after :data:`EXACT_CAP`
-        passages; nothing is ranked by FTS5 (its bm25 first counts every
+        the others' lists, and stops after :data:`EXACT_CAP` passages (when
+        more match, the newest EXACT_CAP are ranked); nothing is ranked by FTS5 (its bm25 first counts every
         posting of every word). A word no passage holds costs
         one cached look-up. A row's score is bm25 over its text and context
         (each word's idf and count there, the passage's length against the
@@ -685,7 +718,9 @@ class TextIndex:
             match = "{body ctx} : (" + " AND ".join(f'"{w}"' for w in words) + ")"
             db.execute("BEGIN")  # one snapshot for every statement
             try:
-                ids = [r for (r,) in db.execute(_NEWEST_MATCHES, (match, EXACT_CAP))]
+                ids = [r for (r,) in db.execute(_OLDEST_MATCHES, (match, EXACT_CAP + 1))]
+                if len(ids) > EXACT_CAP:
+                    ids = [r for (r,) in db.execute(_NEWEST_MATCHES, (match, EXACT_CAP))]
                 if not ids:
                     return []
                 marks, args = _in(ids)
@@ -716,20 +751,21 @@ class TextIndex:
                 db.execute("ROLLBACK")
             return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
 
-    def window(self, terms: Sequence[str]) -> int | None:
+    def window(self, terms: Sequence[str], budget: int | None = None) -> int | None:
         """How many of the newest passages a search for ``terms`` (as
-        :meth:`selective` left them) ranks: all (None) unless their passage
-        counts sum past :data:`POSTINGS` (only when a single common word is
-        left), then POSTINGS."""
+        :meth:`selective` left them, within the same ``budget``) ranks: all
+        (None) unless their passage counts sum past ``budget`` (only when a
+        single common word is left), then ``budget``."""
         if len(terms) != 1:
-            return None  # selective() kept them within POSTINGS
+            return None  # selective() kept them within the budget
+        budget = POSTINGS if budget is None else budget
         with self._locked():
             if self._db is None and (self.path is None or not self.path.exists()):
                 return None
             db = self._conn()
             stems = self._stems(db, terms)
             df = self._frequencies(db, set(stems.values()))
-            return POSTINGS if df.get(stems.get(terms[0], ""), 0) > POSTINGS else None
+            return budget if df.get(stems.get(terms[0], ""), 0) > budget else None
 
     def weights(self, terms: Sequence[str]) -> dict[str, float]:
         """How specific each of ``terms`` is here: its inverse document
