@@ -92,7 +92,6 @@ class Operations:
     """The record operations shared by :class:`MemoryManager` and :class:`Scope`:
     each builds one op and runs it (as the handle's HRM, for a scope)."""
 
-    _pipeline: Pipeline
     #: The HRM a scoped handle acts as (None for the manager itself).
     hrm: str | None = None
     #: ``pipeline.run`` bound to this handle's HRM: ``_run(op)``, or on the
@@ -603,6 +602,13 @@ class MemoryManager(Operations):
         cannot be undeclared. Returns what was purged, per place."""
         return self._pipeline.run(UndeclareOp(namespace, purge))  # type: ignore[no-any-return]
 
+    def runner(self, hrm: str | None = None) -> Callable[..., Any]:
+        """``run(op)``: the pipeline's run of this store, as HRM ``hrm``
+        (None: unrestricted), for handles that build their own ops (scoped
+        and async handles)."""
+        run = self._pipeline.run
+        return run if hrm is None else functools.partial(run, scope=hrm)
+
     def scope(self, hrm: str) -> Scope:
         """A handle for one HRM: writes only the namespaces it owns, reads
         those and ``shared.*``; anything else raises :class:`AccessDenied`.
@@ -673,8 +679,7 @@ class Scope(Operations):
     def __init__(self, manager: MemoryManager, hrm: str) -> None:
         self.manager = manager
         self.hrm = hrm
-        self._pipeline = manager._pipeline
-        self._run = functools.partial(self._pipeline.run, scope=hrm)
+        self._run = manager.runner(hrm)
 
     def __repr__(self) -> str:
         return f"Scope({self.hrm!r})"
@@ -686,12 +691,13 @@ def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
-    (the core tells it of writes); forget gets history and the index (the
-    backend erases through ``Backend.erase``); export and import get history."""
+    (the core tells it of writes); forget gets history (the backend erases
+    through ``Backend.erase``, the index through ``Core.on_erase``); export
+    and import get history."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
-    forget = Forget(core, history, index)
+    forget = Forget(core, history)
     admin = Admin(core)
     return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),
                            history, forget, Portable(core, history), Importer(core, history, admin.decide)])

@@ -6,10 +6,10 @@ one process queue on the cheap lock and only one of them at a time touches
 the file lock.
 
 The file lock is ``flock(2)`` on ``locks/<namespace>.lock``, written here
-rather than taken from filelock. Measured (4 processes x 500 locked
-increments, this machine): filelock, which re-polls every 50 ms, 0.44-1.17 s;
-this lock, which retries after 50 us doubling to 2 ms, 0.07-0.08 s, as fast
-as a blocking flock while still honouring a timeout. The descriptor stays
+rather than taken from filelock: filelock re-polls every 50 ms, this lock
+retries after 50 us doubling to 2 ms, which hands a contended lock over as
+fast as a blocking flock while still honouring a timeout (BENCHMARKS.md,
+"Owned state", the lock figures). The descriptor stays
 open between acquisitions; after ``fork`` the child opens its own (a flock
 belongs to the open file description, which a child shares with its parent).
 A lock file deleted or replaced while we waited is detected (the locked inode
@@ -194,7 +194,8 @@ class NamespaceLocks:
                 lock = self._threads.setdefault(namespace, threading.RLock())
         return lock
 
-    def _file_lock(self, namespace: str) -> FileLock:
+    def file_lock(self, namespace: str) -> FileLock:
+        """The cross-process lock of ``namespace`` (one per namespace and process)."""
         if self._pid != this_process.pid:
             # After fork: the inherited descriptors share the parent's locks.
             for inherited in self._files.values():
@@ -218,7 +219,7 @@ class NamespaceLocks:
         compaction does).
 
         Without the file lock this is the bare ``threading.RLock`` (a C-level
-        context manager: the common single-process path pays ~0.1 us).
+        context manager: the common single-process path pays the least there is).
         Raises :class:`LockTimeout` (a ``TimeoutError``) after ``timeout`` s,
         or at once when ``wait`` is False and another process holds it."""
         if not (self.cross_process if cross_process is None else cross_process):
@@ -260,7 +261,7 @@ class _Held:
         self.outer = depth == 0
         if self.outer:
             try:
-                self.file = self.locks._file_lock(self.namespace)
+                self.file = self.locks.file_lock(self.namespace)
                 self.file.acquire(self.timeout)
             except BaseException:
                 self.thread.release()
