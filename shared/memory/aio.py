@@ -21,7 +21,7 @@ import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from hrm_memory.core.errors import InvalidArgument, StoreClosed
 from hrm_memory.core.events import Subscription
@@ -56,7 +56,6 @@ from hrm_memory.core.ops import (
     UndeclareOp,
     UpdateOp,
 )
-from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.records import Event, Finding, Record
 from hrm_memory.core.spec import NamespaceSpec
 from hrm_memory.context.render import Context
@@ -69,6 +68,14 @@ from hrm_memory.storage.sealed.wrap import Passphrase
 _END = object()
 
 
+class Workers(NamedTuple):
+    """What an async twin and its scopes share: the threads that run their
+    ops, and the live subscriptions made through them (ended by ``aclose()``)."""
+
+    pool: ThreadPoolExecutor
+    live: weakref.WeakSet[_Feed]
+
+
 class _Ended:
     """Queued when the store closed under a subscription: the iteration raises ``error``."""
 
@@ -78,27 +85,25 @@ class _Ended:
         self.error = error
 
 
-class AsyncSubscription:
-    """A live subscription seen from asyncio: iterate it with ``async for``
-    (when no callback was given), ``cancel()`` it, or use ``async with``.
-
-    After ``cancel()`` an iteration ends (``StopAsyncIteration``); once the
-    store is closed (``aclose()``, or ``close()`` of the manager) it delivers
-    what was already queued, then raises :class:`StoreClosed`."""
+class _Feed:
+    """What a subscription delivers to, on the writing thread: hands each
+    event to the event loop, queued for an ``async for`` or passed to the
+    callback there. The async twin that subscribed binds it, drops it or
+    closes it; :class:`AsyncSubscription` is the caller's view of it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[Event], Any] | None) -> None:
         self._loop = loop
-        self._callback = callback
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.callback = callback
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self._dropped = False
         self._ended = False
         self.subscription: Subscription | None = None
 
-    def _bind(self, subscription: Subscription) -> None:
+    def bind(self, subscription: Subscription) -> None:
         self.subscription = subscription
         subscription.when_ended(self._store_ended)
 
-    def _deliver(self, event: Event) -> None:
+    def deliver(self, event: Event) -> None:
         """Called on the writing thread: hand the event to the loop."""
         try:
             self._loop.call_soon_threadsafe(self._on_loop, event)
@@ -108,9 +113,9 @@ class AsyncSubscription:
     def _on_loop(self, event: Any) -> None:
         if self._dropped:
             return  # a subscribe() that never returned: nobody asked for this
-        callback = self._callback
+        callback = self.callback
         if callback is None:
-            self._queue.put_nowait(event)
+            self.queue.put_nowait(event)
             return
         result = callback(event)
         if inspect.isawaitable(result):
@@ -128,38 +133,59 @@ class AsyncSubscription:
     def _end_on_loop(self, error: BaseException) -> None:
         if not self._ended:
             self._ended = True
-            self._queue.put_nowait(_Ended(error))
+            self.queue.put_nowait(_Ended(error))
 
-    def _close(self, error: BaseException) -> None:
+    def close(self, error: BaseException) -> None:
         """End this subscription because its async twin closed (any thread)."""
         if self.subscription is not None:
             self.subscription.cancel()
         self._store_ended(error)
 
-    def _drop(self) -> None:
+    def drop(self) -> None:
         """Undo a subscribe() that was cancelled: no delivery, ever."""
         self._dropped = True
         if self.subscription is not None:
             self.subscription.cancel()
 
     def cancel(self) -> None:
-        """Stop delivery; an ``async for`` over this subscription ends."""
         if self.subscription is not None:
             self.subscription.cancel()
-        self._queue.put_nowait(_END)
+        self.queue.put_nowait(_END)
+
+
+class AsyncSubscription:
+    """A live subscription seen from asyncio: iterate it with ``async for``
+    (when no callback was given), ``cancel()`` it, or use ``async with``.
+
+    After ``cancel()`` an iteration ends (``StopAsyncIteration``); once the
+    store is closed (``aclose()``, or ``close()`` of the manager) it delivers
+    what was already queued, then raises :class:`StoreClosed`."""
+
+    def __init__(self, feed: _Feed) -> None:
+        self._feed = feed
+
+    @property
+    def subscription(self) -> Subscription | None:
+        """The store's subscription this one delivers from."""
+        return self._feed.subscription
+
+    def cancel(self) -> None:
+        """Stop delivery; an ``async for`` over this subscription ends."""
+        self._feed.cancel()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self
 
     async def __anext__(self) -> Event:
-        if self._callback is not None:
+        if self._feed.callback is not None:
             raise InvalidArgument("this subscription delivers to its callback; it cannot be iterated")
-        item = await self._queue.get()
+        queue = self._feed.queue
+        item = await queue.get()
         if item is _END:
-            self._queue.put_nowait(_END)  # a second iterator ends too
+            queue.put_nowait(_END)  # a second iterator ends too
             raise StopAsyncIteration
         if isinstance(item, _Ended):
-            self._queue.put_nowait(item)  # and so does every later one
+            queue.put_nowait(item)  # and so does every later one
             raise item.error
         return item  # type: ignore[no-any-return]
 
@@ -174,17 +200,16 @@ class AsyncOperations:
     """The record operations shared by :class:`AsyncMemoryManager` and
     :class:`AsyncScope`; each is the sync method's op, awaited."""
 
-    _pipeline: Pipeline
-    _pool: ThreadPoolExecutor
+    #: The manager's pipeline run, bound to this handle's HRM (``MemoryManager.runner``).
+    _runner: Callable[..., Any]
+    _workers: Workers
     _hrm: str | None = None
-    #: The live subscriptions made through this twin (and its scopes), ended by ``aclose()``.
-    _live: weakref.WeakSet[AsyncSubscription]
 
     async def _run(self, op: Op) -> Any:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         try:
-            fut = loop.run_in_executor(self._pool, ctx.run, self._pipeline.run, op, None, self._hrm)
+            fut = loop.run_in_executor(self._workers.pool, ctx.run, self._runner, op)
         except RuntimeError:  # the worker pool is shut down: aclose() ran
             raise StoreClosed("the async manager is closed (aclose() ran)") from None
         return await fut
@@ -306,11 +331,11 @@ class AsyncOperations:
         """Events of matching changes (see :meth:`MemoryManager.subscribe`),
         delivered on this event loop: to ``callback`` (a function or a
         coroutine function) or, without one, to ``async for``."""
-        sub = AsyncSubscription(asyncio.get_running_loop(), callback)
+        feed = _Feed(asyncio.get_running_loop(), callback)
         ctx = contextvars.copy_context()
-        op = SubscribeOp(namespace, sub._deliver, key, remote, since)
+        op = SubscribeOp(namespace, feed.deliver, key, remote, since)
         try:
-            job = self._pool.submit(ctx.run, self._pipeline.run, op, None, self._hrm)
+            job = self._workers.pool.submit(ctx.run, self._runner, op)
         except RuntimeError:  # the worker pool is shut down: aclose() ran
             raise StoreClosed("the async manager is closed (aclose() ran)") from None
         waiting = asyncio.wrap_future(job)
@@ -321,13 +346,13 @@ class AsyncOperations:
             # started yet never will be; one running registers whatever we
             # do, so wait for it and cancel what it made: the caller got no
             # handle, so nothing may stay registered or be delivered.
-            sub._drop()
+            feed.drop()
             if not job.cancel():
                 await _undo(waiting)
             raise
-        sub._bind(subscription)
-        self._live.add(sub)
-        return sub
+        feed.bind(subscription)
+        self._workers.live.add(feed)
+        return AsyncSubscription(feed)
 
     async def cursor(self) -> str:
         """See :meth:`MemoryManager.cursor`."""
@@ -370,9 +395,8 @@ class AsyncMemoryManager(AsyncOperations):
             raise InvalidArgument(f"manager= takes an open MemoryManager, not {type(manager).__name__}")
         self._owns = manager is None
         self.manager = manager if manager is not None else MemoryManager(root, **options)
-        self._pipeline = self.manager._pipeline
-        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="hrm-memory-async")
-        self._live = weakref.WeakSet()
+        self._runner = self.manager.runner(None)
+        self._workers = Workers(ThreadPoolExecutor(max_workers, thread_name_prefix="hrm-memory-async"), weakref.WeakSet())
         self.consent = AsyncConsent(self)
 
     async def __aenter__(self) -> AsyncMemoryManager:
@@ -401,12 +425,17 @@ class AsyncMemoryManager(AsyncOperations):
             raise
 
     def _close_now(self) -> None:
-        self._pool.shutdown(True)
+        self._workers.pool.shutdown(True)
         if self._owns:
             self.manager.close()
         closed = StoreClosed("the async manager is closed (aclose() ran); this subscription ended with it")
-        for sub in list(self._live):
-            sub._close(closed)
+        for feed in list(self._workers.live):
+            feed.close(closed)
+
+    @property
+    def workers(self) -> Workers:
+        """The threads that run ops and the live subscriptions, shared with this twin's scopes."""
+        return self._workers
 
     @property
     def closed(self) -> bool:
@@ -418,7 +447,7 @@ class AsyncMemoryManager(AsyncOperations):
 
     def scope(self, hrm: str) -> AsyncScope:
         """See :meth:`MemoryManager.scope`."""
-        self._pipeline.core.check_scope(hrm)
+        self.manager.scope(hrm)  # checks the HRM
         return AsyncScope(self, hrm)
 
     async def declare(self, spec: NamespaceSpec | str, **fields: Any) -> NamespaceSpec:
@@ -437,7 +466,7 @@ class AsyncMemoryManager(AsyncOperations):
         """See :meth:`MemoryManager.rotate_keys` (the reseal runs in its own
         thread; with ``wait=True`` it is awaited on the pool, never on the loop)."""
         return await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(self.manager.rotate_keys, category, wait=wait)
+            self._workers.pool, functools.partial(self.manager.rotate_keys, category, wait=wait)
         )
 
     async def archive(self, now: float | None = None) -> dict[str, int]:
@@ -473,9 +502,8 @@ class AsyncScope(AsyncOperations):
 
     def __init__(self, amm: AsyncMemoryManager, hrm: str) -> None:
         self.hrm = self._hrm = hrm
-        self._pipeline = amm._pipeline
-        self._pool = amm._pool
-        self._live = amm._live
+        self._runner = amm.manager.runner(hrm)
+        self._workers = amm.workers
 
     def __repr__(self) -> str:
         return f"AsyncScope({self.hrm!r})"
@@ -513,10 +541,12 @@ class AsyncConsent:
         return self._amm.manager.consent.namespaces(category)
 
     async def grant(self, category: str) -> dict[str, Any]:
-        return await self._amm._run(ConsentOp(category, True))  # type: ignore[no-any-return]
+        (result,) = await self._amm.batch([ConsentOp(category, True)])
+        return result  # type: ignore[no-any-return]
 
     async def revoke(self, category: str, *, purge: bool = False) -> dict[str, Any]:
-        return await self._amm._run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
+        (result,) = await self._amm.batch([ConsentOp(category, False, purge)])
+        return result  # type: ignore[no-any-return]
 
 
 __all__ = ["AsyncConsent", "AsyncMemoryManager", "AsyncScope", "AsyncSubscription"]

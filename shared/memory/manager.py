@@ -94,7 +94,6 @@ class Operations:
     """The record operations shared by :class:`MemoryManager` and :class:`Scope`:
     each builds one op and runs it (as the handle's HRM, for a scope)."""
 
-    _pipeline: Pipeline
     #: The HRM a scoped handle acts as (None for the manager itself).
     hrm: str | None = None
     #: ``pipeline.run`` bound to this handle's HRM: ``_run(op)``, or on the
@@ -546,8 +545,8 @@ class MemoryManager(Operations):
         """A rotation reseals ``key`` from ``version`` to the next: its kept history follows."""
         core = self._pipeline.core
         spec = core.specs.get(namespace)
-        if spec is not None and spec.history is not None and core.keeper is not None:
-            core.keeper.relink(spec, key, version, time.time_ns() // 1000)
+        if spec is not None:
+            core.relink(spec, key, version, time.time_ns() // 1000)
 
     def rotate_keys(self, category: str, *, wait: bool = False) -> Rotation:
         """Make a new data key for ``category`` (a consent category, or the
@@ -611,6 +610,13 @@ class MemoryManager(Operations):
         every byte of its data (as a consent purge does). Seed namespaces
         cannot be undeclared. Returns what was purged, per place."""
         return self._pipeline.run(UndeclareOp(namespace, purge))  # type: ignore[no-any-return]
+
+    def runner(self, hrm: str | None = None) -> Callable[..., Any]:
+        """``run(op)``: the pipeline's run of this store, as HRM ``hrm``
+        (None: unrestricted), for handles that build their own ops (scoped
+        and async handles)."""
+        run = self._pipeline.run
+        return run if hrm is None else functools.partial(run, scope=hrm)
 
     def scope(self, hrm: str) -> Scope:
         """A handle for one HRM: writes only the namespaces it owns, reads
@@ -698,8 +704,7 @@ class Scope(Operations):
     def __init__(self, manager: MemoryManager, hrm: str) -> None:
         self.manager = manager
         self.hrm = hrm
-        self._pipeline = manager._pipeline
-        self._run = functools.partial(self._pipeline.run, scope=hrm)
+        self._run = manager.runner(hrm)
 
     def __repr__(self) -> str:
         return f"Scope({self.hrm!r})"
@@ -711,13 +716,14 @@ def compose(core: Core, disk: SearchIndex | None, mem: SearchIndex | None, embed
     exactly its collaborators. Recall gets the index (the persisted one at
     ``disk``, the in-memory one at ``mem``) and the embedder; remember gets
     the index; context gets recall; history keeps superseded versions
-    (the core tells it of writes); forget gets history and the index (the
-    backend erases through ``Backend.erase``); export and import get history
-    and the sealing backend (sealed values travel sealed)."""
+    (the core tells it of writes); forget gets history (the backend erases
+    through ``Backend.erase``, the index through ``Core.on_erase``); export
+    and import get history and the sealing backend (sealed values travel
+    sealed)."""
     index = RecallIndex(core, disk, mem, embed)
     recall = Recall(core, index, fusion)
     history = History(core)
-    forget = Forget(core, history, index)
+    forget = Forget(core, history)
     admin = Admin(core)
     sealed = core.backend if isinstance(core.backend, SealedBackend) else None
     return Pipeline(core, [Records(core), admin, recall, Remember(core, index), ContextRenderer(core, recall),

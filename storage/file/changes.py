@@ -11,7 +11,7 @@ notifications alone: a log gives every event exactly once and in order,
 survives the subscriber's absence (a cursor replays what was missed), and
 works where notifications do not; a notification only says "read again".
 
-The log is bounded by count and by age (issue 13: it is part of the store's
+The log is bounded by count and by age (it is part of the store's
 footprint). Segments roll over at ``SEGMENT_BYTES`` (256 KiB, some 3,000
 events); the newest ``KEEP_SEGMENTS`` (4) are kept, so the log never holds
 more than about 1 MiB, and a segment that has not been appended to for
@@ -33,7 +33,8 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -129,6 +130,18 @@ class FileChangeLog:
                     "signal log: could not record %s %s/%s (%s); subscribers in other processes miss it",
                     op, namespace, key, exc,
                 )
+
+    @contextmanager
+    def exclusively(self) -> Iterator[list[Path]]:
+        """The kept segments' paths, oldest first, with the log's lock held
+        exclusively while the caller edits them in place (as a roll does:
+        no append is in flight meanwhile)."""
+        lock_fd = self._lock_fd if self._lock_fd is not None else self._open_shared()
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            yield [self._path(seg) for seg in self._segments()]
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
     def _append_shared(self, line: bytes) -> None:
         """Append under a shared flock on ``events/.lock``; a roll to the next

@@ -12,7 +12,6 @@ flight meanwhile.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import zlib
 
@@ -34,13 +33,11 @@ def filler(length: int) -> bytes:
 
 def scrub(log: FileChangeLog, namespace: str) -> int:
     """Blank every line of ``namespace``; return how many."""
-    lock_fd = log._lock_fd if log._lock_fd is not None else log._open_shared()
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
-    try:
-        blanked = 0
-        for seg in log._segments():
+    blanked = 0
+    with log.exclusively() as segments:
+        for path in segments:
             try:
-                fd = os.open(log._path(seg), os.O_RDWR | NOFOLLOW)
+                fd = os.open(path, os.O_RDWR | NOFOLLOW)
             except FileNotFoundError:
                 continue
             try:
@@ -62,9 +59,7 @@ def scrub(log: FileChangeLog, namespace: str) -> int:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-        return blanked
-    finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    return blanked
 
 
 __all__ = ["filler", "scrub"]

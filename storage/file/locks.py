@@ -194,7 +194,8 @@ class NamespaceLocks:
                 lock = self._threads.setdefault(namespace, threading.RLock())
         return lock
 
-    def _file_lock(self, namespace: str) -> FileLock:
+    def file_lock(self, namespace: str) -> FileLock:
+        """The cross-process lock of ``namespace`` (one per namespace and process)."""
         if self._pid != this_process.pid:
             # After fork: the inherited descriptors share the parent's locks.
             for inherited in self._files.values():
@@ -260,7 +261,7 @@ class _Held:
         self.outer = depth == 0
         if self.outer:
             try:
-                self.file = self.locks._file_lock(self.namespace)
+                self.file = self.locks.file_lock(self.namespace)
                 self.file.acquire(self.timeout)
             except BaseException:
                 self.thread.release()

@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -49,7 +49,7 @@ from hrm_memory.storage.redis.keys import KeyLayout
 from hrm_memory.storage.purge_epochs import RedisPurgeEpochs
 from hrm_memory.storage.redis.purge import persist, rewrite_stream
 from hrm_memory.storage.redis.scripts import SCRIPTS, decode
-from hrm_memory.storage.redis.upkeep import check
+from hrm_memory.storage.redis.upkeep import Upkeep, check
 
 log = logging.getLogger("hrm_memory.redis")
 
@@ -66,13 +66,17 @@ class _Hold:
     and the state of its lease. The context manager ``lock()`` returns."""
 
     __slots__ = ("backend", "namespace", "live", "cold", "quarantine", "lock", "wait", "rlock", "owner", "depth", "leased",
-                 "cross", "stream", "nsset", "registered")
+                 "cross", "stream", "nsset", "registered", "release")
 
-    def __init__(self, backend: RedisBackend, namespace: str) -> None:
+    def __init__(self, backend: RedisBackend, namespace: str, registered: bool,
+                 release: Callable[[_Hold], None]) -> None:
         self.backend = backend
         self.namespace = namespace
         self.live, self.cold, self.quarantine, self.lock, self.wait, self.stream, self.nsset = backend.layout.of(namespace)
-        self.registered = backend._cluster is None  # one server: the write script keeps the set of namespaces
+        #: One server: the write script keeps the set of namespaces (a cluster registers each namespace once).
+        self.registered = registered
+        #: Gives the lease back once the outermost scope ends.
+        self.release = release
         self.rlock = threading.RLock()
         self.owner = 0
         self.depth = 0
@@ -95,7 +99,7 @@ class _Hold:
         if self.depth == 0:
             if self.leased:
                 self.leased = False
-                self.backend._release(self)
+                self.release(self)
             self.owner = 0
         self.rlock.release()
 
@@ -152,8 +156,8 @@ class RedisBackend:
         self._decl_seen = ""
         self._token = ""
         self._new_token()
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (b := ref()) is not None and b._new_token())  # type: ignore[func-returns-value]
+        renew = weakref.WeakMethod(self._new_token)
+        os.register_at_fork(after_in_child=lambda: (fn := renew()) is not None and fn())
 
     def _new_token(self) -> None:
         self._token = f"{os.getpid()}.{random.getrandbits(64):016x}"
@@ -167,7 +171,7 @@ class RedisBackend:
             with self._guard:
                 h = self._holds.get(namespace)
                 if h is None:
-                    h = self._holds[namespace] = _Hold(self, namespace)
+                    h = self._holds[namespace] = _Hold(self, namespace, self._cluster is None, self._release)
         return h
 
     def lock(self, namespace: str, *, cross_process: bool | None = None) -> Any:
@@ -544,7 +548,8 @@ class RedisBackend:
             raise failure(exc, "listing namespaces", self._shown) from None
 
     def check(self, fix: bool = False) -> list[Finding]:
-        return check(self, fix)
+        return check(Upkeep(self.settings, self._client, self._decl, self._namespaces, self._hold, self._acquire,
+                            self._hscan), fix)
 
     def compact(self, namespace: str | None = None) -> int:
         """Nothing to rewrite: Redis frees a record's memory when it is

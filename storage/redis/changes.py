@@ -146,13 +146,20 @@ class RedisChangeLog:
             pending = self._pending.set = set()
         pending.add((op, namespace, key, version))
 
-    def append(self, op: str, namespace: str, key: str, version: int, trace_id: str) -> None:
+    def already_logged(self, op: str, namespace: str, key: str, version: int) -> bool:
+        """True if a script appended this change already (:meth:`logged`, on
+        this thread): it is forgotten then, and not to be appended again."""
         pending: set[tuple[str, str, str, int]] | None = getattr(self._pending, "set", None)
         if pending:
             item = (op, namespace, key, version)
             if item in pending:
                 pending.discard(item)
-                return
+                return True
+        return False
+
+    def append(self, op: str, namespace: str, key: str, version: int, trace_id: str) -> None:
+        if self.already_logged(op, namespace, key, version):
+            return
         try:
             self._cmd(
                 "XADD", self.key, "MAXLEN", "~", self.maxlen, "*", "e", self.entry(op, namespace, key, version, trace_id)
@@ -211,13 +218,14 @@ class RedisChangeLog:
             entries: list[Any] = self._run_read(pos, end, _BATCH)
             for entry_id, fields in entries:
                 pos = entry_id.decode()
-                ev = self._parse(fields, skip_own)
+                ev = self.parse(fields, skip_own)
                 if ev is not None:
                     events.append(ev)
             if len(entries) < _BATCH:
                 return events, pos
 
-    def _parse(self, fields: list[bytes], skip_own: bool) -> Event | None:
+    def parse(self, fields: list[bytes], skip_own: bool) -> Event | None:
+        """The event of a stream entry's fields (None: not an event, or this writer's own when ``skip_own``)."""
         try:
             token, op, ns, key, version, trace_id = orjson.loads(fields[fields.index(b"e") + 1])
             op = _OP_NAME[op]

@@ -195,8 +195,8 @@ def cluster_command(client: Any) -> Command:
     A script is sent to the node that owns its first key's slot, the slot
     computed once per key name: left to itself, redis-py computes the slot of
     every key of every script call (in Python) to check they agree, which
-    the key layout guarantees (a write names 6 keys; client CPU per write
-    measured 147 us before, 106 us after). A ``MOVED`` reply still makes
+    the key layout guarantees (a write names 6 keys: the client CPU this
+    saves is in BENCHMARKS.md, "Redis Cluster"). A ``MOVED`` reply still makes
     redis-py look the owner up again."""
     run = client.execute_command
     owner_of = client.nodes_manager.get_node_from_slot
@@ -463,10 +463,7 @@ class ClusterChangeLog:
         self._w.logged(op, namespace, key, version)
 
     def append(self, op: str, namespace: str, key: str, version: int, trace_id: str) -> None:
-        pending: set[tuple[str, str, str, int]] | None = getattr(self._w._pending, "set", None)
-        item = (op, namespace, key, version)
-        if pending and item in pending:
-            pending.discard(item)
+        if self._w.already_logged(op, namespace, key, version):
             return
         try:
             self._cmd("XADD", self._layout.stream_of(namespace), "MAXLEN", "~", self.maxlen, "*", "e",
@@ -543,7 +540,7 @@ class ClusterChangeLog:
                 entries = self._run_read(ns, start, end)
                 for entry_id, fields in entries:
                     start = entry_id.decode()
-                    ev = self._w._parse(fields, skip_own)
+                    ev = self._w.parse(fields, skip_own)
                     if ev is not None:
                         merged.append((parse_id(start), ns, ev))
                 if len(entries) < _BATCH:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from hrm_memory.core.errors import CorruptRecord
@@ -36,35 +37,36 @@ class _Hold(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-class _Backend(Protocol):
-    """What check() needs of :class:`hrm_memory.storage.redis.backend.RedisBackend`."""
+class Upkeep(NamedTuple):
+    """What check() needs of :class:`hrm_memory.storage.redis.backend.RedisBackend`,
+    handed over by the backend itself."""
 
     settings: Settings
-    _client: Any
-    _decl: str
+    client: Any
+    #: the hash of run-time declarations
+    decl: str
+    namespaces: Callable[[], list[str]]
+    #: the namespace's hold: its keys, and its lock as a context manager
+    hold: Callable[[str], Any]
+    #: take the namespace's lease across hosts (inside its hold)
+    acquire: Callable[[Any], bytes | None]
+    #: ``(key, blob)`` of a hash of the namespace
+    hscan: Callable[[str, str], Iterator[tuple[str, bytes]]]
 
-    def _namespaces(self) -> list[str]: ...
 
-    def _hold(self, namespace: str) -> Any: ...
-
-    def _acquire(self, h: Any, key: str | None = None) -> bytes | None: ...
-
-    def _hscan(self, hkey: str, namespace: str) -> Iterator[tuple[str, bytes]]: ...
-
-
-def check(backend: _Backend, fix: bool) -> list[Finding]:
+def check(backend: Upkeep, fix: bool) -> list[Finding]:
     findings: list[Finding] = []
-    client = backend._client
+    client = backend.client
     where = backend.settings.shown
-    for ns in backend._namespaces():
-        h: _Hold = backend._hold(ns)
+    for ns in backend.namespaces():
+        h: _Hold = backend.hold(ns)
         markers: dict[str, int] = {}
         with h:
             if fix:
-                backend._acquire(h)
+                backend.acquire(h)
             try:
-                live = list(backend._hscan(h.live, ns))
-                cold = dict(backend._hscan(h.cold, ns))
+                live = list(backend.hscan(h.live, ns))
+                cold = dict(backend.hscan(h.cold, ns))
             except CorruptRecord as exc:  # WRONGTYPE: not our hash
                 findings.append(Finding("foreign-key", f"{where}/{h.live}", str(exc), ns))
                 continue
@@ -123,9 +125,9 @@ def check(backend: _Backend, fix: bool) -> list[Finding]:
     except RedisError:
         pass  # CONFIG disabled (a managed server): not ours to judge
     try:
-        declared = client.hgetall(backend._decl)
+        declared = client.hgetall(backend.decl)
     except ResponseError as exc:
-        findings.append(Finding("foreign-key", f"{where}/{backend._decl}", str(exc)))
+        findings.append(Finding("foreign-key", f"{where}/{backend.decl}", str(exc)))
         declared = {}
     except RedisError as exc:
         raise failure(exc, "check", where) from None
@@ -135,9 +137,9 @@ def check(backend: _Backend, fix: bool) -> list[Finding]:
         except orjson.JSONDecodeError:
             ok = False
         if not ok:
-            findings.append(Finding("corrupt-declaration", f"{where}/{backend._decl}",
+            findings.append(Finding("corrupt-declaration", f"{where}/{backend.decl}",
                                     f"run-time declaration {name.decode()!r} is not a JSON object"))
     return findings
 
 
-__all__ = ["check"]
+__all__ = ["Upkeep", "check"]

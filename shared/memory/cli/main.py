@@ -375,31 +375,53 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that keeps what the global options need: the
+    options of the whole command (:meth:`add_global`) and its groups of
+    subcommands (every subcommand's parser is one of these too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.global_options: list[argparse.Action] = []
+        self.subcommand_groups: list[Any] = []
+
+    def add_global(self, *flags: str, **kwargs: Any) -> argparse.Action:
+        """An option of the whole command, which may also follow a command's name."""
+        action = self.add_argument(*flags, **kwargs)
+        self.global_options.append(action)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        group = super().add_subparsers(**kwargs)
+        self.subcommand_groups.append(group)
+        return group
+
+
+def build_parser() -> _Parser:
+    p = _Parser(
         prog="hrm-memory",
         description="Inspect, query, check and archive an hrm-memory store.",
         epilog=f"Store: --backend (or $HRM_MEMORY_BACKEND) for a Redis store, else --root, else $HRM_MEMORY_ROOT, "
         f"else {default_root()}. Options may come before or after the command.",
     )
     p.add_argument("--version", action=_VersionAction, help="print 'hrm-memory VERSION' and exit")
-    p.add_argument("--root", help="storage root directory")
-    p.add_argument(
+    p.add_global("--root", help="storage root directory")
+    p.add_global(
         "--backend",
         metavar="URL",
         help="a shared store on Redis, e.g. redis://host:6379/0?prefix=hrm: (default $HRM_MEMORY_BACKEND; "
         "without either, the files under the root)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--durability", choices=["fsync", "flush"], default="fsync")
-    p.add_argument("--locking", action="store_true", help="take cross-process file locks for writes")
-    p.add_argument(
+    p.add_global("--json", action="store_true", help="print JSON instead of tables")
+    p.add_global("--durability", choices=["fsync", "flush"], default="fsync")
+    p.add_global("--locking", action="store_true", help="take cross-process file locks for writes")
+    p.add_global(
         "--trace",
         choices=["console", "jsonl", "otlp"],
         help="export a span per operation (jsonl: to --trace-file, read by 'trace tail/show'; "
         "console: to stderr; otlp: needs pip install 'hrm-memory[otlp]')",
     )
-    p.add_argument(
+    p.add_global(
         "--trace-file",
         help="JSONL span file, written with --trace jsonl and read by 'trace tail/show' "
         "(default $HRM_MEMORY_TRACE_FILE or ROOT/traces/spans.jsonl)",
@@ -560,31 +582,26 @@ def cli_speak(message: str) -> str:
     return message
 
 
-#: Options of the whole command that may also follow the command's name
-#: (``hrm-memory get --json NS KEY``).
-_GLOBAL_OPTIONS = ("--root", "--backend", "--json", "--durability", "--locking", "--trace", "--trace-file")
-
-
-def _accept_global_options_anywhere(parser: argparse.ArgumentParser) -> None:
-    """Give every subcommand (nested ones too) the global options, with
-    defaults suppressed, so that one given after the command sets the same
+def _accept_global_options_anywhere(parser: _Parser) -> None:
+    """Give every subcommand (nested ones too) the global options (those
+    ``add_global`` made: ``hrm-memory get --json NS KEY``), with defaults
+    suppressed, so that one given after the command sets the same
     attribute as before it, and one not given leaves the value from before it."""
-    globals_ = [a for a in parser._actions if any(o in _GLOBAL_OPTIONS for o in a.option_strings)]
+    globals_ = parser.global_options
     pending = [parser]
     while pending:
-        for action in pending.pop()._actions:
-            if not isinstance(action, argparse._SubParsersAction):
-                continue
-            for sub in dict.fromkeys(action.choices.values()):
+        for group in pending.pop().subcommand_groups:
+            for sub in dict.fromkeys(group.choices.values()):
                 for g in globals_:
-                    if any(o in sub._option_string_actions for o in g.option_strings):
-                        continue  # the subcommand has an option of that name of its own
                     kwargs: dict[str, Any] = {"dest": g.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
-                    if isinstance(g, argparse._StoreTrueAction):
+                    if g.nargs == 0 and g.const is True:  # a store_true flag
                         kwargs["action"] = "store_true"
                     else:
                         kwargs.update(choices=g.choices, metavar=g.metavar)
-                    sub.add_argument(*g.option_strings, **kwargs)
+                    try:
+                        sub.add_argument(*g.option_strings, **kwargs)
+                    except argparse.ArgumentError:
+                        pass  # the subcommand has an option of that name of its own
                 pending.append(sub)
 
 

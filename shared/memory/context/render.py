@@ -193,7 +193,7 @@ class ContextRenderer:
         self.index.sync()
         # Nothing the index sees has changed since the same render: the same text.
         day = int(now_s // 86400)  # relative dates change once a day: so may the lines
-        render_key = (hrm, budget, query, None if sections is None else tuple(sections), day, self.core.index_epoch)
+        render_key = (hrm, budget, query, None if sections is None else tuple(sections), day, self.index.epoch)
         renders = self._ctx_renders
         done = renders.get(render_key)
         if done is not None:
@@ -237,7 +237,7 @@ class ContextRenderer:
                 self._ctx_namespaces.pop(k, None)
         result = Context(hrm, text, used, budget, tuple(figures), omitted, legend,
                          str(tokens.get_counter().info["counter"]))
-        if len(renders) >= RENDERS_KEPT or any(k[5] != self.core.index_epoch for k in renders):
+        if len(renders) >= RENDERS_KEPT or any(k[5] != self.index.epoch for k in renders):
             renders.clear()
         renders[render_key] = result
         return replace(result, legend=dict(legend)), _context_attrs(span, result, budget, query)

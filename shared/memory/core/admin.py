@@ -81,10 +81,7 @@ class Admin:
             # Declared differently by another process: never overwrite a
             # declaration (it may carry a consent gate) from here.
             raise conflict(spec, NamespaceSpec.from_dict(stored), where="in this store")
-        if spec.name not in self.core.seeded:
-            self.core.runtime.add(spec.name)
-        self.core.registry.declare(spec)
-        self.core.refresh_indexed()
+        self.core.declare(spec)
         return spec, None
 
     def _undeclare(self, op: UndeclareOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, int], Attrs]:
@@ -107,7 +104,7 @@ class Admin:
             self.core.backend.undeclare(spec.name)
             self.core.forget_namespace(spec.name)
             self.core.purged(spec.name)
-            self.core.refresh_indexed()
+            self.core.refresh_followers()
         return purged, None
 
     def _consent(self, op: ConsentOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, Any], Attrs]:
@@ -156,8 +153,8 @@ class Admin:
                 # The record keeps the creation time it had while it waited for
                 # consent: the grant persists the record, it does not create it.
                 least = st.version
-                if spec.history is not None and self.core.keeper is not None:
-                    least = max(least, self.core.keeper.supersede(spec, st.key, st.updated_us, False))
+                if spec.history is not None:
+                    least = max(least, self.core.supersede(spec, st.key, st.updated_us, False))
                 stored = self.core.backend.put(
                     spec.name, st.key, st.value, st.updated_us, min_version=least, created_us=st.created_us
                 )
@@ -190,8 +187,7 @@ class Admin:
                     self.core.backend.compact(spec.name)
             if n:
                 moved[spec.name] = n
-        if self.core.keeper is not None:
-            self.core.keeper.expire(list(self.core.registry), now_us)
+        self.core.expire_kept(list(self.core.registry), now_us)
         attrs = None
         if span is not None:
             attrs = {"hrm.memory.archived": sum(moved.values()), "db.response.returned_rows": len(moved)}
@@ -200,8 +196,7 @@ class Admin:
     def _check(self, op: CheckOp, scope: str | None, span: OpSpan | None) -> tuple[list[Finding], Attrs]:
         self.core.admin_only(scope, "check the store")
         findings = self.core.backend.check(bool(op.fix))
-        for check in self.core.checkers:  # what components hold beside the backend (the recall index file)
-            findings += check(bool(op.fix))
+        findings += self.core.check_derived(bool(op.fix))  # what components hold beside the backend
         attrs = None if span is None else {"hrm.memory.findings": len(findings), "hrm.memory.fix": bool(op.fix)}
         return findings, attrs
 
@@ -209,8 +204,7 @@ class Admin:
         self.core.admin_only(scope, "compact the store")
         specs = list(self.core.registry) if op.namespace is None else [self.core.spec(op.namespace)]
         reclaimed = 0
-        if self.core.keeper is not None:  # kept history past its policy goes, its logs rewritten
-            reclaimed += self.core.keeper.expire(specs, now_us())
+        reclaimed += self.core.expire_kept(specs, now_us())  # kept history past its policy goes
         reclaimed += self.core.backend.compact(op.namespace)
         return reclaimed, (None if span is None else {"hrm.memory.bytes": reclaimed})
 

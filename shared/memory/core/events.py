@@ -133,7 +133,7 @@ class Subscription:
     def cancel(self) -> None:
         if self.active:
             self.active = False
-            self.bus._remove(self)
+            self.bus.unsubscribe(self)
         self.finish(None)
 
     def __enter__(self) -> Subscription:
@@ -164,19 +164,24 @@ class EventBus:
         self._subs: list[Subscription] = []
         self._remote: list[Subscription] = []
         self._queue: deque[tuple[Event, list[Subscription]]] = deque()
+        #: How many events are queued for delivery (the pipeline asks after
+        #: every op and dispatches when there are some): a C call, no frame.
+        self.queued: Callable[[], int] = self._queue.__len__
+        #: True while a subscription is live: a writer that knows no commit
+        #: listener follows its namespace may skip :meth:`record` otherwise.
+        self.subscribed = False
         self._dispatching = threading.Lock()
         self._dispatch_owner: int | None = None
         self._guard = threading.Lock()
         self.notifications = notifications
         self._watcher: _Watcher | None = None
-        self._halting: _Watcher | None = None  # stopped by _remove, not yet joined
+        self._halting: _Watcher | None = None  # stopped by unsubscribe, not yet joined
         self._closed = False
         self._pos: str | None = None
         self._read_lock = threading.Lock()
-        #: Namespaces whose changed keys the recall index wants to know of,
-        #: and those keys since it last looked (:meth:`take_touched`).
-        self.indexed: frozenset[str] = frozenset()
-        self.touched: set[tuple[str, str]] = set()
+        #: The namespaces some commit listener follows (:meth:`follow`).
+        self.followed: frozenset[str] = frozenset()
+        self._followers: dict[str, tuple[Callable[[str, str], None], ...]] = {}
 
     @property
     def pending(self) -> bool:
@@ -197,10 +202,22 @@ class EventBus:
             return None
         return "notified" if watcher.notes is not None else "polling"
 
-    def take_touched(self) -> set[tuple[str, str]]:
-        """The keys of indexed namespaces changed here since the last call."""
-        taken, self.touched = self.touched, set()
-        return taken
+    def follow(self, listeners: list[tuple[Callable[[str, str], None], frozenset[str]]]) -> None:
+        """Call each ``listener(namespace, key)`` on every change recorded
+        to one of its namespaces (replacing what was followed before)."""
+        followers: dict[str, tuple[Callable[[str, str], None], ...]] = {}
+        for listener, namespaces in listeners:
+            for ns in namespaces:
+                followers[ns] = (*followers.get(ns, ()), listener)
+        self._followers = followers
+        self.followed = frozenset(followers)
+
+    def tell(self, namespace: str, keys: list[str]) -> None:
+        """Tell the listeners that follow ``namespace`` of changed ``keys``
+        that no :meth:`record` reported (an import's)."""
+        for listener in self._followers.get(namespace, ()):
+            for key in keys:
+                listener(namespace, key)
 
     # -- subscribing ---------------------------------------------------------------
 
@@ -214,6 +231,7 @@ class EventBus:
             if self._closed:
                 raise StoreClosed("the memory manager is closed")
             self._subs = [*self._subs, sub]
+            self.subscribed = True
             if changes is not None:
                 with self._read_lock:
                     if self._pos is None:
@@ -242,9 +260,11 @@ class EventBus:
                     self._call(sub, ev)
         return sub
 
-    def _remove(self, sub: Subscription) -> None:
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop delivering to ``sub`` (:meth:`Subscription.cancel` calls it)."""
         with self._guard:
             self._subs = [s for s in self._subs if s is not sub]
+            self.subscribed = bool(self._subs)
             self._remote = [s for s in self._remote if s is not sub]
             watcher = None
             if not self._remote and self._watcher is not None:
@@ -259,8 +279,9 @@ class EventBus:
         the local event and log the change for other processes (commit order)."""
         if persisted and self.changes is not None:
             self.changes.append(op, namespace, key, version, trace_id)
-        if namespace in self.indexed:
-            self.touched.add((namespace, key))
+        if namespace in self.followed:
+            for listener in self._followers.get(namespace, ()):  # a declare may have replaced it since
+                listener(namespace, key)
         subs = self._subs
         if subs:
             event = Event(op, namespace, key, version, trace_id, "local")
@@ -416,6 +437,7 @@ class EventBus:
         with self._guard:
             self._closed = True
             ended, self._subs, self._remote = self._subs, [], []
+            self.subscribed = False
             for sub in ended:
                 sub.active = False
             watcher, self._watcher = self._watcher, None

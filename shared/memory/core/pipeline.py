@@ -55,6 +55,7 @@ class Pipeline:
         self.components = tuple(components)
         self.tracing = core.tracing
         self.bus = core.bus
+        self.queued = core.bus.queued
         table: Handlers = {}
         for component in self.components:
             for kind, entry in component.handlers().items():
@@ -112,7 +113,7 @@ class Pipeline:
             raise
         if span is not None:
             span.end(attrs)
-        if self.bus._queue:
+        if self.queued():
             self.bus.dispatch()
         return result
 

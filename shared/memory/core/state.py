@@ -8,8 +8,13 @@ namespace, check a scope's access, find a record where it lives (hot tier,
 session-only copy, backend), commit it to the right place given consent,
 encode or decode a value with the namespace's codec, keep a namespace within
 its key cap. A component holds the Core and its own collaborators, never
-another component's state; what a component must learn from the core (a
-namespace's data purged) reaches it through :meth:`Core.on_purge`.
+another component's state. What a component must learn of the others'
+work reaches it through a listener the core offers: a key committed
+(:meth:`Core.on_commit`), the declared namespaces changed
+(:meth:`Core.on_declared`), a namespace purged (:meth:`Core.on_purge`), a
+key erased (:meth:`Core.on_erase`), a consent decision
+(:meth:`Core.on_consent`), a record about to be superseded
+(:meth:`Core.keep_history`), the store checked (:meth:`Core.on_check`).
 """
 
 from __future__ import annotations
@@ -58,13 +63,14 @@ Handlers = dict[type, tuple[str, Handler, bool]]
 
 
 class Keeper(Protocol):
-    """Keeps superseded versions (``NamespaceSpec.history``): told before a
-    persisted record of a namespace that keeps history is replaced or
-    deleted, with the namespace lock held. Returns the least version the
-    next write of the key may take (versions never go back, deletions
-    included)."""
+    """Keeps superseded versions (``NamespaceSpec.history``)."""
 
-    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int: ...
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int:
+        """Told before a persisted record of a namespace that keeps history is
+        replaced or deleted, with the namespace lock held. Returns the least
+        version the next write of the key may take (versions never go back,
+        deletions included)."""
+        ...
 
     def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
         """The persisted record of ``key`` at ``version`` is about to take the
@@ -127,23 +133,17 @@ class Core:
         self.seeded = frozenset(self.specs)
         self.runtime: set[str] = set()
         self.declared_at = 0.0
-        #: Bumped whenever what the recall index sees may have changed.
-        self.index_epoch = 0
-        #: Told the name of a namespace whose data was just purged (derived
-        #: data held by a component, such as the recall index, goes too).
-        self.purge_listeners: list[Callable[[str], None]] = []
-        #: Told ``(category, granted, purged)`` after a consent decision is
-        #: recorded and carried out (a revoke's purge done).
-        self.consent_listeners: list[Callable[[str, bool, bool], None]] = []
-        #: ``check(fix) -> findings`` of what components keep beside the backend
-        #: (the recall index's file), run by ``check()`` after the backend's.
-        self.checkers: list[Callable[[bool], list[Finding]]] = []
-        #: Keeps history for namespaces that declare some (set by the history component).
-        self.keeper: Keeper | None = None
+        self._commit_listeners: list[tuple[Callable[[str, str], None], Callable[[NamespaceSpec], bool]]] = []
+        self._declared_listeners: list[Callable[[], None]] = []
+        self._purge_listeners: list[Callable[[str], None]] = []
+        self._erase_listeners: list[Callable[[str, str], dict[str, int]]] = []
+        self._consent_listeners: list[Callable[[str, bool, bool], None]] = []
+        self._checkers: list[Callable[[bool], list[Finding]]] = []
+        self._keeper: Keeper | None = None
         # Spans name a gated namespace's keys only while its consent is granted.
         tracing.gate(consent_view(self.specs), self.granted)
         self.load_declared()
-        self.refresh_indexed()
+        self.refresh_followers()
 
     def close(self) -> None:
         if self.closed:
@@ -214,12 +214,25 @@ class Core:
         for name in self.runtime - set(declared):
             self.registry.remove(name)  # undeclared by another process
             self.runtime.discard(name)
-        self.refresh_indexed()
+        self.refresh_followers()
 
-    def refresh_indexed(self) -> None:
-        """Tell the event bus which namespaces' changed keys recall must index."""
-        self.bus.indexed = frozenset(s.name for s in self.registry if s.index)
-        self.index_epoch += 1
+    def declare(self, spec: NamespaceSpec) -> None:
+        """Register a namespace declared in this process (checked and stored
+        by the caller): a run-time one unless it is a seed namespace."""
+        if spec.name not in self.seeded:
+            self.runtime.add(spec.name)
+        self.registry.declare(spec)
+        self.refresh_followers()
+
+    def refresh_followers(self) -> None:
+        """The declared namespaces changed: tell the event bus which
+        namespaces' commits each commit listener follows, then tell the
+        ``on_declared`` listeners."""
+        specs = list(self.registry)
+        self.bus.follow([(listener, frozenset(s.name for s in specs if follows(s)))
+                         for listener, follows in self._commit_listeners])
+        for told in self._declared_listeners:
+            told()
 
     def codec(self, spec: NamespaceSpec) -> Codec | None:
         try:
@@ -314,11 +327,30 @@ class Core:
                 base = self.lookup(spec, key)
                 return self.hot.put(spec.name, key, data, now_us(), base_version=base.version if base else 0)
             self.hot.delete(spec.name, key, now_us())  # a session-only copy is superseded
-        if spec.history is not None and self.keeper is not None:
+        if spec.history is not None and self._keeper is not None:
             now = now_us()
-            least = self.keeper.supersede(spec, key, now, False)
+            least = self._keeper.supersede(spec, key, now, False)
             return self.backend.put(spec.name, key, data, now, min_version=least)
         return self.backend.put(spec.name, key, data, now_us())
+
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int:
+        """Before a persisted record of a namespace that keeps history is
+        replaced or deleted (the namespace lock held): the keeper keeps the
+        current version. The least version the key's next write may take (0
+        when no keeper is wired)."""
+        keeper = self._keeper
+        return 0 if keeper is None or spec.history is None else keeper.supersede(spec, key, now_us, deleting)
+
+    def expire_kept(self, specs: list[NamespaceSpec], now_us: int) -> int:
+        """Drop kept versions the namespaces' policies no longer keep at
+        ``now_us``; the bytes reclaimed (0 when no keeper is wired)."""
+        return 0 if self._keeper is None else self._keeper.expire(specs, now_us)
+
+    def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
+        """A rotation resealed ``key`` from ``version`` to the next: its kept
+        history follows it (nothing to do when no keeper is wired)."""
+        if spec.history is not None and self._keeper is not None:
+            self._keeper.relink(spec, key, version, now_us)
 
     def encode(self, spec: NamespaceSpec, key: str, value: Any) -> tuple[bytes, Any]:
         """Validate ``value`` (JSON, schema) and return ``(stored bytes,
@@ -389,24 +421,72 @@ class Core:
         codec = self.codec(spec)
         return value if codec is None else codec.expand(value)
 
+    def on_commit(self, listener: Callable[[str, str], None], follows: Callable[[NamespaceSpec], bool]) -> None:
+        """Call ``listener(namespace, key)`` after each change committed in
+        this process to a namespace whose spec ``follows`` (with the
+        namespace lock held: the listener only takes note), and for the keys
+        an import wrote (:meth:`told_of`)."""
+        self._commit_listeners.append((listener, follows))
+        self.refresh_followers()
+
+    def on_declared(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after the declared namespaces are (re)loaded."""
+        self._declared_listeners.append(listener)
+
     def on_purge(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(namespace)`` after a namespace's data is purged."""
-        self.purge_listeners.append(listener)
+        self._purge_listeners.append(listener)
+
+    def on_erase(self, listener: Callable[[str, str], dict[str, int]]) -> None:
+        """Call ``listener(namespace, key)`` when a key is erased for good
+        (``forget``); it returns what it removed, ``{place: count}``."""
+        self._erase_listeners.append(listener)
 
     def on_consent(self, listener: Callable[[str, bool, bool], None]) -> None:
         """Call ``listener(category, granted, purged)`` after each consent decision."""
-        self.consent_listeners.append(listener)
+        self._consent_listeners.append(listener)
+
+    def on_check(self, checker: Callable[[bool], list[Finding]]) -> None:
+        """Run ``checker(fix) -> findings`` on what a component keeps beside
+        the backend (the recall index's file) when the store is checked."""
+        self._checkers.append(checker)
+
+    def keep_history(self, keeper: Keeper) -> None:
+        """The keeper of superseded versions (one per store)."""
+        if self._keeper is not None and self._keeper is not keeper:
+            raise InvalidArgument("a store has one keeper of history")
+        self._keeper = keeper
+
+    def told_of(self, namespace: str, keys: list[str]) -> None:
+        """Keys of ``namespace`` were written outside a write op (an import
+        into a store without a change log): tell the commit listeners."""
+        self.bus.tell(namespace, keys)
 
     def decided(self, category: str, granted: bool, purged: bool) -> None:
         """A consent decision was carried out: tell the components that act on it."""
-        for listener in self.consent_listeners:
+        for listener in self._consent_listeners:
             listener(category, granted, purged)
 
     def purged(self, namespace: str) -> None:
         """A namespace's data was purged: tell the components that derive data from it."""
-        self.index_epoch += 1
-        for listener in self.purge_listeners:
+        for listener in self._purge_listeners:
             listener(namespace)
+
+    def erased(self, namespace: str, key: str) -> dict[str, int]:
+        """A key was erased from the backend: the components erase what they
+        derived from it; ``{place: records removed}``."""
+        counts: dict[str, int] = {}
+        for listener in self._erase_listeners:
+            for place, n in listener(namespace, key).items():
+                counts[place] = counts.get(place, 0) + n
+        return counts
+
+    def check_derived(self, fix: bool) -> list[Finding]:
+        """The findings of what components keep beside the backend."""
+        findings: list[Finding] = []
+        for check in self._checkers:
+            findings += check(fix)
+        return findings
 
     def forget_namespace(self, namespace: str) -> None:
         """Drop an undeclared run-time namespace from the registry and caches."""

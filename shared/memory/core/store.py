@@ -177,7 +177,7 @@ class Records:
             bus = self.bus
             with self.backend.lock(spec.name):
                 stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)
-                if bus._subs or spec.name in bus.indexed:  # else record() has nothing to do
+                if bus.subscribed or spec.name in bus.followed:  # else record() has nothing to do
                     bus.record("write", spec.name, key, stored[1], trace_id, False)
         else:
             if spec.name == CONSENT_NAMESPACE:
@@ -243,8 +243,8 @@ class Records:
                 old = self.hot.delete(spec.name, key, now_us())
             if spec.tier != "hot":
                 now = now_us()
-                if spec.history is not None and self.core.keeper is not None:
-                    self.core.keeper.supersede(spec, key, now, True)  # the deletion is a kept version
+                if spec.history is not None:
+                    self.core.supersede(spec, key, now, True)  # the deletion is a kept version
                 old = self.backend.delete(spec.name, key, now) or old
             if old is not None:
                 self.bus.record("delete", spec.name, key, old.version + 1, trace_id, old.tier != "hot")

@@ -6,14 +6,13 @@ must go: the component holds the namespace lock (across processes) and
 removes the key from this process's hot tier, from the backend (records,
 archive, quarantine, change log: ``Backend.erase``, part of the backend
 contract), from the kept history (every slot, the head and the base of the
-key in ``_h.<namespace>``, each through ``Backend.erase``) and from the recall index (on disk, WAL included, and
-in memory). No change-log entry is written for it (one would name the key);
+key in ``_h.<namespace>``, each through ``Backend.erase``) and from what
+components derived from it (``Core.on_erase``: the recall index, on disk,
+WAL included, and in memory). No change-log entry is written for it (one would name the key);
 subscribers in this process get no event either.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from hrm_memory.core.ops import ForgetOp
 from hrm_memory.core.spec import check_key
@@ -21,15 +20,14 @@ from hrm_memory.core.state import Attrs, Core, Handlers, now_us
 from hrm_memory.history.keeper import History, history_namespace
 from hrm_memory.tracing.spans import OpSpan
 
-class Forget:
-    """The ``forget`` handler, given the history it erases from and the
-    recall index (anything with ``erase(namespace, key)``); the backend
-    erases through its own ``erase``."""
 
-    def __init__(self, core: Core, history: History, index: Any) -> None:
+class Forget:
+    """The ``forget`` handler, given the history it erases from; the backend
+    erases through its own ``erase``, derived data through ``Core.erased``."""
+
+    def __init__(self, core: Core, history: History) -> None:
         self.core = core
         self.history = history
-        self.index = index
         # Span files under the root lose the spans that name purged keys.
         core.on_purge(self._purged)
 
@@ -67,7 +65,8 @@ class Forget:
                 for name in [*self.history.records(spec.name, key), key]:
                     for place, n in backend.erase(hidden, name).items():
                         add("history" if place == "warm" else place, n)
-            add("index", self.index.erase(spec.name, key))
+            for place, n in self.core.erased(spec.name, key).items():
+                add(place, n)
         # Span files under the root: not one span names the key afterwards
         # (this process's pending spans are exported first; the forget span
         # itself never names it).

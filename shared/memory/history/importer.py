@@ -410,9 +410,7 @@ class Importer:
             stored = self.backend.declare(spec.name, spec.to_dict())
             if stored is not None and stored != spec.to_dict():
                 raise conflict(spec, NamespaceSpec.from_dict(stored), where="in this store")
-            self.core.runtime.add(spec.name)
-            self.core.registry.declare(spec)
-            self.core.refresh_indexed()
+            self.core.declare(spec)
             counts["declared"] += 1
         if spec.history is not None and line.since is not None:
             with self.backend.lock(spec.name):
@@ -492,9 +490,8 @@ class Importer:
                     changes.append(RECOVER, ns, "", 0, "0" * 32)
                 except KeyError:
                     pass  # a log without such notes (Redis): its writes logged themselves, entry by entry
-            elif ns in self.core.bus.indexed:  # no change log: this process's index learns of them
-                self.core.bus.touched.update((ns, k) for k, _, _ in self.backend.keys(ns))
-        self.core.index_epoch += 1
+            else:  # no change log: this process's derived data learns of them
+                self.core.told_of(ns, [k for k, _, _ in self.backend.keys(ns)])
 
 
 def _note_decision(line: Line, decisions: dict[str, ConsentLine | RecordLine]) -> None:

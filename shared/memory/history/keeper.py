@@ -211,7 +211,7 @@ class History:
         self.core = core
         self.backend = core.backend
         self._since: dict[str, tuple[int, bool]] = {}  # namespace -> (since, written before slots)
-        core.keeper = self
+        core.keep_history(self)
         core.on_purge(self._purged)
 
     def handlers(self) -> Handlers:

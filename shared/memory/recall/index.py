@@ -4,8 +4,9 @@ The index (SQLite FTS5, :mod:`hrm_memory.recall.textindex`) holds the
 readable text of every record of a namespace declared with ``index=``. It is
 derived data and is treated as such:
 
-- **kept current lazily**: a write only notes its key (the event bus collects
-  the keys of indexed namespaces it is told about, one set insert); the next
+- **kept current lazily**: a write only notes its key (the core tells the
+  index of each key committed to an indexed namespace, ``Core.on_commit``:
+  one set insert into the index's own set of dirty keys); the next
   recall indexes what changed since, here and in other processes (read from
   the change log, from a cursor kept in the index), so the write path pays
   nothing for the index;
@@ -15,7 +16,12 @@ derived data and is treated as such:
   longer reaches back to the index's cursor means a full rebuild;
 - **gated text stays in memory**: hot-tier records and consent-gated values
   awaiting consent are indexed in a second, in-memory index only;
-- **purged with the data**: the core tells it when a namespace is purged.
+- **purged with the data**: the core tells it when a namespace is purged,
+  and when a key is erased (``Core.on_purge``, ``Core.on_erase``).
+
+Its :attr:`RecallIndex.epoch` changes whenever what recall and context can
+see may have changed (rows written or dropped, namespaces declared): a
+render is reused only while it stays the same.
 
 :class:`RecallIndex` is given the core (to read the store and the change log)
 and the two indexes and the optional embedder; recall, remember and context
@@ -137,8 +143,37 @@ class RecallIndex:
         #: id(index) -> the matrix made of those vectors (numpy), kept with the rows it was made from
         self.matrices: dict[int, Any] = {}
         self._accessed: list[int] = []
+        #: keys of indexed namespaces changed in this process since the last sync
+        self._dirty: set[tuple[str, str]] = set()
+        self._epoch = 0
+        self._indexed: frozenset[str] = frozenset()
+        core.on_declared(self._declared)
+        core.on_commit(self._committed, _indexed)
         core.on_purge(self.purge)
-        core.checkers.append(self.check)
+        core.on_erase(self._erased)
+        core.on_check(self.check)
+        self._declared()
+
+    @property
+    def epoch(self) -> int:
+        """Changes whenever what recall and context can see may have changed."""
+        return self._epoch
+
+    def _declared(self) -> None:
+        self._indexed = frozenset(s.name for s in self.core.registry if s.index)
+        self._epoch += 1
+
+    def _committed(self, namespace: str, key: str) -> None:
+        self._dirty.add((namespace, key))
+
+    def stale(self, namespace: str, key: str) -> None:
+        """A row found not to match the store: indexed again on the next sync."""
+        self._dirty.add((namespace, key))
+
+    def changed(self, index: SearchIndex) -> None:
+        """``index``'s rows changed: its cached vectors go, and the epoch moves."""
+        self._epoch += 1
+        self._dense_cache.pop(id(index), None)
 
     def check(self, fix: bool) -> list[Any]:
         """The persisted index file: a damaged one is found and set aside (shared/memory/recall/index_health.py)."""
@@ -218,12 +253,11 @@ class RecallIndex:
                 upserts = [d._replace(vec=v) for d, v in zip(upserts, vecs, strict=True)]
             if upserts or removals or (meta and persisted):
                 index.apply(upserts, removals, *((meta, purged) if persisted else (None, None)))
-                self.core.index_epoch += 1  # what recall and context can see may have changed
-                self._dense_cache.pop(id(index), None)
+                self.changed(index)
 
     def sync(self) -> None:
         """Index every change made since the last recall, here or elsewhere."""
-        pending = self.core.bus.take_touched()
+        pending, self._dirty = self._dirty, set()
         disk, changes = self.disk, self.core.backend.changes
         again, purge_meta = purges.catch_up(self)  # rows of namespaces purged elsewhere dropped
         pending |= again
@@ -240,23 +274,23 @@ class RecallIndex:
                             # declared by another process since: load it before its
                             # events are filtered, or they are skipped for good
                             self.core.load_declared()
-                        indexed_now = self.core.bus.indexed
+                        indexed_now = self._indexed
                         pending.update((e.namespace, e.key) for e in events
                                        if e.namespace in indexed_now and e.op != RECOVER)
                         # A writer died: its last commits may have no entry; look again.
                         dead = {e.namespace for e in events if e.op == RECOVER}
-                        pending.update(self._rebuild([s for s in indexed if s.name in dead], full=False))
+                        pending.update(self.stale_keys([s for s in indexed if s.name in dead], full=False))
                 except (CursorExpired, InvalidCursor):
                     start = None
             if start is None:
                 end = changes.cursor()
-                pending.update(self._rebuild(indexed, full=True))
+                pending.update(self.stale_keys(indexed, full=True))
                 self._reconciled = True
             if end is not None and end != start:
                 meta = {**(meta or {}), "cursor": end}
         if not self._reconciled and disk is not None and changes is None:
             # No change log: other processes' writes are seen once per process.
-            pending.update(self._rebuild(indexed, full=False))
+            pending.update(self.stale_keys(indexed, full=False))
             self._reconciled = True
         if pending or meta:
             self._index_keys(pending, meta)
@@ -264,7 +298,7 @@ class RecallIndex:
             accessed, self._accessed = self._accessed, []
             disk.touch(accessed)
 
-    def _rebuild(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
+    def stale_keys(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
         """Keys whose index rows differ from the store: every record (archived
         ones too) when ``full``, else the live keys' update times."""
         assert self.disk is not None
@@ -280,20 +314,20 @@ class RecallIndex:
         return out
 
     def purge(self, namespace: str) -> None:
-        self.core.index_epoch += 1
+        self._epoch += 1
         for index in (self.disk, self.mem):
             if index is not None:
                 index.purge(namespace)
                 self._dense_cache.pop(id(index), None)
         # What this session still holds (session-only copies awaiting consent)
         # stays readable, so it is indexed again, in memory.
-        self.core.bus.touched.update((namespace, st.key) for st in self.core.hot.scan(namespace))
+        self._dirty.update((namespace, st.key) for st in self.core.hot.scan(namespace))
 
     def erase(self, namespace: str, key: str) -> int:
         """Remove every row of ``key`` from both indexes, leaving none of its
         text in the index file (``MemoryManager.forget``); rows removed."""
-        self.core.index_epoch += 1
-        self.core.bus.touched.discard((namespace, key))
+        self._epoch += 1
+        self._dirty.discard((namespace, key))
         removed = 0
         for index in (self.disk, self.mem):
             if index is not None:
@@ -301,6 +335,9 @@ class RecallIndex:
                 self._dense_cache.pop(id(index), None)
         self.matrices.clear()
         return removed
+
+    def _erased(self, namespace: str, key: str) -> dict[str, int]:
+        return {"index": self.erase(namespace, key)}
 
     # -- access counts and vectors -------------------------------------------------
 
@@ -311,10 +348,14 @@ class RecallIndex:
     def vectors(self, index: SearchIndex, cold: bool) -> list[tuple[int, str, str, bytes]]:
         cached = self._dense_cache.get(id(index))
         if cached is None or cached[0] != int(cold):
-            names = sorted(self.core.bus.indexed)
+            names = sorted(self._indexed)
             cached = (int(cold), index.vectors(names, cold=cold))
             self._dense_cache[id(index)] = cached
         return cached[1]
+
+
+def _indexed(spec: NamespaceSpec) -> bool:
+    return bool(spec.index)
 
 
 __all__ = ["Doc", "Embedder", "RecallIndex", "SearchIndex"]

@@ -60,10 +60,9 @@ def catch_up(p: Any) -> tuple[set[tuple[str, str]], dict[str, str]]:
         gone = disk.namespaces()
     for ns in sorted(gone):
         disk.purge(ns)
-    p._dense_cache.pop(id(disk), None)
-    p.core.index_epoch += 1
+    p.changed(disk)
     again = [s for s in p.core.registry if s.index and s.tier != "hot" and s.name in gone]
-    return (p._rebuild(again, full=True) if again else set()), {"purge_epoch": str(now)}
+    return (p.stale_keys(again, full=True) if again else set()), {"purge_epoch": str(now)}
 
 
 def at_close(p: Any) -> None:

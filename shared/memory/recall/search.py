@@ -278,7 +278,7 @@ class Recall:
             st = self.core.lookup(spec, row.key)
             if st is None or st.version != row.version or (st.tier == "cold" and not cold):
                 if not session or st is None:
-                    self.core.bus.touched.add((row.ns, row.key))  # stale row: re-indexed on the next recall
+                    self.index.stale(row.ns, row.key)  # re-indexed on the next recall
                 continue
             value = self.core.decode(spec, st, False)
             if matches is not None and not matches(value):

@@ -140,6 +140,10 @@ class Persisted:
         """``(key hash, offset)`` of every entry, in hash order."""
         return zip(self._hashes, self._offsets)
 
+    def arrays(self) -> tuple[array[int], array[int]]:
+        """The entries' key hashes (sorted) and their offsets, to read, never to change."""
+        return self._hashes, self._offsets
+
 
 def index_path(log_path: Path) -> Path:
     return log_path.with_suffix(".idx")
@@ -245,7 +249,7 @@ def merge(
     entry whose hash an appended key has is read (``key_at``: its key, None
     if damaged) to tell whether it is that key's older line; None if one is
     damaged (the caller then writes no index)."""
-    hashes, offsets = pidx._hashes, pidx._offsets
+    hashes, offsets = pidx.arrays()
     keys = list(appended)
     new = hashes_of(keys)
     drop: set[int] = set()
