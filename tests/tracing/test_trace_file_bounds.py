@@ -1,8 +1,8 @@
-"""Issue 22, item 13: ``trace tail`` and ``trace show`` read a span file with bounds.
+"""``trace tail`` and ``trace show`` read a span file with bounds.
 
-Before the fix both read ``--file /dev/zero`` (and any line) whole: a
-MemoryError traceback under a 1 GiB address-space limit, the OOM killer
-without one. Each case runs the installed console script in a subprocess
+Neither reads a file (``--file /dev/zero``) or a line whole: under a 1 GiB
+address-space limit they refuse or skip what is too large instead of
+failing with a MemoryError. Each case runs the installed console script in a subprocess
 under ``RLIMIT_AS`` = 1 GiB.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 13: where and when the deferred path finishes its spans.
+"""Where and when the deferred path finishes its spans.
 
 Batches of ``Recorder.BATCH`` records are finished on the thread of the
 operation that fills them; the tail of a burst by the drainer thread, with no
@@ -26,18 +26,25 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.tracing import sdk_internals
 from hrm_memory.tracing import spans as tracing
 from hrm_memory.tracing.sdk import Recorder
 from tests.helpers.global_tracing import global_provider
 from tests.helpers.span_names import op_name
 
 HOT = [NamespaceSpec("t.hot", tier="hot")]
+#: For the tests of the deferred path's batches: with the fast path off
+#: (``HRM_MEMORY_TRACING_FAST=0``, or an SDK whose internals differ) every span
+#: goes through the public API on the caller's thread, and there is no batch.
+deferred_only = pytest.mark.skipif(
+    not sdk_internals.probe().deferred, reason="the deferred path is off (HRM_MEMORY_TRACING_FAST=0 or another SDK)"
+)
 
 
 @pytest.fixture(params=["explicit", "global"])
 def open_manager(request: pytest.FixtureRequest) -> Any:
     """A manager traced by ``provider``: passed as ``tracer_provider=``, or
-    (issue 24) set as OpenTelemetry's global provider with
+    set as OpenTelemetry's global provider with
     ``trace.set_tracer_provider``, the manager built without it: the standard
     deployment, which must behave the same."""
 
@@ -72,6 +79,7 @@ def _wait_for(cond: Any, timeout: float = 5.0) -> bool:
     return cond()
 
 
+@deferred_only
 def test_a_full_batch_is_finished_on_the_callers_thread_and_the_tail_by_the_drainer(
     open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +119,7 @@ class SlowExporter(SpanExporter):
         return None
 
 
+@deferred_only
 def test_a_slow_exporter_moves_the_batches_to_the_drainer_thread(
     open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,6 +181,7 @@ def test_a_count_that_fails_loses_no_span_and_fails_no_operation(
     provider.shutdown()
 
 
+@deferred_only
 def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
     open_manager: Any, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -204,6 +214,7 @@ def test_a_failing_processor_loses_no_other_span_and_fails_no_operation(
     provider.shutdown()
 
 
+@deferred_only
 def test_a_batch_processor_drops_nothing(
     open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -241,6 +252,7 @@ def test_a_batch_processor_drops_nothing(
     provider.shutdown()
 
 
+@deferred_only
 def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(
     open_manager: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,7 +44,7 @@ from hrm_memory.core.ops import (
 )
 from hrm_memory.core.spec import NamespaceSpec
 from hrm_memory.core.state import Component, Core, Handlers
-from hrm_memory.tracing.spans import otel_api
+from hrm_memory.tracing.sdk_internals import API_GLOBALS, PROVIDER_SLOT
 
 
 class Pipeline:
@@ -93,7 +93,7 @@ class Pipeline:
         if self.closed:
             raise StoreClosed("the memory manager is closed")
         tracing = self.tracing
-        if tracing.idle_when is otel_api._TRACER_PROVIDER:
+        if tracing.idle_when is API_GLOBALS[PROVIDER_SLOT]:
             span = None  # no SDK: Tracing.start would say so, at the cost of a call
         elif keyed:  # namespace and key are the op's first two fields
             fields: Any = op

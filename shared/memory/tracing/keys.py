@@ -109,23 +109,30 @@ def cut(key: str) -> str:
     return key if len(key) <= 256 else key[:256] + "..."
 
 
-def hides_key(info: tuple[Any, ...], ns: str | None, attrs: dict[str, Any] | None, granted: dict[str, bool]) -> bool:
-    """True if a span of ``info``'s operation on ``ns`` must not name its key:
-    the operation erases it (``forget``), or a consent category gates ``ns``
-    and is not granted (``granted`` caches the answers of one batch), or the
-    record stayed in memory (``hrm.memory.persisted`` false, or a session-only
-    copy read from the hot tier, in a namespace whose records are persisted)."""
-    if info[2] == ID_DROP:
-        return True
-    consent_of = info[3]
-    if consent_of is None or ns is None:
-        return False
+#: What :func:`gate_of` returns when the consent view failed: hide the key.
+VIEW_FAILED: tuple[tuple[str, ...], bool] = ((), True)
+
+
+def gate_of(consent_of: ConsentOf, ns: str) -> tuple[tuple[str, ...], bool] | None:
+    """``consent_of(ns)``: the categories gating ``ns`` and whether its
+    records are persisted, or None when none gates it; :data:`VIEW_FAILED`
+    when the view raised (the key is then hidden: the safe answer)."""
     try:
-        gate = consent_of(ns)
-    except Exception:  # noqa: BLE001 - a view that fails hides the key: the safe answer
+        return consent_of(ns)
+    except Exception:  # noqa: BLE001 - see above
+        return VIEW_FAILED
+
+
+def hides_gated(
+    info: tuple[Any, ...], gate: tuple[tuple[str, ...], bool], attrs: dict[str, Any] | None, granted: dict[str, bool]
+) -> bool:
+    """True if a span of a namespace under ``gate`` (not None) must not name
+    its key: a category is not granted (``granted`` caches the answers of one
+    batch), or the record stayed in memory (``hrm.memory.persisted`` false,
+    or a session-only copy read from the hot tier, in a namespace whose
+    records are persisted)."""
+    if gate is VIEW_FAILED:
         return True
-    if gate is None:
-        return False
     categories, persists = gate
     if persists and attrs and (attrs.get("hrm.memory.persisted") is False or attrs.get("hrm.memory.tier") == "hot"):
         return True
@@ -140,6 +147,19 @@ def hides_key(info: tuple[Any, ...], ns: str | None, attrs: dict[str, Any] | Non
         if not ok:
             return True
     return False
+
+
+def hides_key(info: tuple[Any, ...], ns: str | None, attrs: dict[str, Any] | None, granted: dict[str, bool]) -> bool:
+    """True if a span of ``info``'s operation on ``ns`` must not name its key:
+    the operation erases it (``forget``), or a consent category gates ``ns``
+    and the key must stay out (:func:`hides_gated`)."""
+    if info[2] == ID_DROP:
+        return True
+    consent_of = info[3]
+    if consent_of is None or ns is None:
+        return False
+    gate = gate_of(consent_of, ns)
+    return gate is not None and hides_gated(info, gate, attrs, granted)
 
 
 def strip_content(info: tuple[Any, ...], ns: str | None, attrs: dict[str, Any]) -> None:
@@ -179,12 +199,15 @@ def target_attrs(
 __all__ = [
     "GENAI_OPERATIONS",
     "GLOB",
+    "VIEW_FAILED",
     "WHOLE_STORE",
     "ConsentOf",
     "capture_content",
     "consent_view",
     "capturing_content",
     "cut",
+    "gate_of",
+    "hides_gated",
     "hides_key",
     "record_id",
     "strip_content",

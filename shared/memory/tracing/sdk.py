@@ -1,25 +1,23 @@
-"""The deferred path's second half: pending records become SDK spans (issue 13).
+"""The deferred path's second half: pending records become SDK spans.
 
 :mod:`hrm_memory.tracing.spans` records one object per operation on the caller's
 thread (:class:`~hrm_memory.tracing.spans._DeferredSpan`); a :class:`Recorder`
 per SDK provider keeps them and turns them, a batch at a time, into real
 ``ReadableSpan`` objects handed to the provider's sampler and span processors.
 
-Where and when a batch is finished (measured on a 2-core VM, CPython 3.11:
-``python -m benchmarks.bench_tracing --wall``; issue 13):
+Where and when a batch is finished (``python -m benchmarks.bench_tracing
+--wall`` measures it; BENCHMARKS.md, "Tracing and the hot path"):
 
 - **On the caller's thread, every** :attr:`Recorder.BATCH` **records**: the
   operation that fills a batch finishes it (builds the spans, calls each
   processor's ``on_end``, and every :attr:`Recorder.CHUNK` spans its
   ``force_flush``, so a batch processor's bounded queue never drops one).
-  The median operation pays only for its record. A drainer thread cost more
-  in wall time than the work it moved: with the GIL only one thread runs, so
+  The median operation pays only for its record. A drainer thread costs more
+  in wall time than the work it moves: with the GIL only one thread runs, so
   it saves the caller nothing in a busy loop, and it gets the GIL only at the
-  caller's switch interval (5 ms: thousands of records by then), so records
-  and spans outlived the young GC generation (a full collection of the
-  process's ~30,000 objects, ~15 ms, every ~30,000 operations) and were read
-  on the other core, out of its caches. In batches on one thread, each
-  batch's objects die young: no GC run at all in a 100,000-operation loop.
+  caller's switch interval (thousands of records by then), so records and
+  spans outlive the young GC generation and are read on the other core, out
+  of its caches. In batches on one thread, each batch's objects die young.
   A finished record goes back to a free list for the next operation.
 - **On the drainer thread** (one per provider, exiting after a second
   idle): the last records of a burst, once the count stops moving for a
@@ -39,13 +37,9 @@ Where and when a batch is finished (measured on a 2-core VM, CPython 3.11:
 A processor that raises in ``on_end`` or ``force_flush`` is logged
 (``hrm_memory.tracing.spans``) and loses no other span; the operation is not failed.
 
-``SpanContext`` and ``ReadableSpan`` are filled in directly (a tuple, and the
-span's attributes stored one by one in its constructor's order, so CPython
-keeps them in the object's shared-key layout, without a dict of its own)
-instead of through their constructors, which check and copy what our spans
-never need. :func:`_check_shortcuts` compares what the shortcuts build with
-what the constructors build when this module is imported, and keeps the
-constructors if they differ (another SDK version).
+The SDK internals this path relies on (the provider's processor list, the
+spans' fields) are read only through :mod:`hrm_memory.tracing.sdk_internals`,
+which checks them once and otherwise sends spans through the public API.
 """
 
 from __future__ import annotations
@@ -62,19 +56,20 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from hrm_memory.core import tokens
+from hrm_memory.tracing import sdk_internals
 from hrm_memory.tracing.keys import GLOB as _GLOB
-from hrm_memory.tracing.keys import hides_key, strip_content, target_attrs
+from hrm_memory.tracing.keys import cut, gate_of, hides_gated, record_id, strip_content
 
 try:
-    from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
     from opentelemetry.sdk.trace.sampling import DEFAULT_ON
 
     _DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
-    ReadableSpan = None  # type: ignore[assignment,misc]
+    pass
 
 _OK = Status(StatusCode.UNSET)
+_UNSEEN: Any = object()
 _yield_gil = time.sleep
 _clock = time.perf_counter
 
@@ -92,8 +87,6 @@ except (ImportError, AttributeError):  # pragma: no cover - elsewhere: every slo
     _waits = itertools.count().__next__
 _logger = logging.getLogger("hrm_memory.tracing.spans")
 
-_tuple_new = tuple.__new__
-_object_new = object.__new__
 _INTERNAL = trace.SpanKind.INTERNAL
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
 _NOT_SAMPLED = trace.TraceFlags(trace.TraceFlags.DEFAULT)
@@ -170,79 +163,6 @@ class TokensSaved:
         return tokens.saved(self.readable, stored)
 
 
-def _fast_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
-    return _tuple_new(trace.SpanContext, (tid, sid, False, flags, state, True))
-
-
-def _slow_context(tid: int, sid: int, flags: Any, state: Any) -> trace.SpanContext:
-    return trace.SpanContext(tid, sid, is_remote=False, trace_flags=flags, trace_state=state)
-
-
-def _fast_span(
-    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
-) -> Any:
-    # The constructor's order: the instance then shares its class's key
-    # layout (no dict per span). Recorder._deliver spells this out.
-    span = _object_new(ReadableSpan)
-    span._name = name
-    span._context = ctx
-    span._kind = _INTERNAL
-    span._instrumentation_info = None
-    span._instrumentation_scope = scope
-    span._parent = parent
-    span._start_time = start
-    span._end_time = end
-    span._attributes = attrs
-    span._events = ()
-    span._links = ()
-    span._resource = resource
-    span._status = status
-    return span
-
-
-def _slow_span(
-    name: str, ctx: Any, parent: Any, resource: Any, attrs: Any, status: Any, start: int, end: int, scope: Any
-) -> Any:
-    return ReadableSpan(
-        name=name,
-        context=ctx,
-        parent=parent,
-        resource=resource,
-        attributes=attrs,
-        kind=trace.SpanKind.INTERNAL,
-        status=status,
-        start_time=start,
-        end_time=end,
-        instrumentation_scope=scope,
-    )
-
-
-_make_context: Callable[..., trace.SpanContext] = _slow_context
-_make_span: Callable[..., Any] = _slow_span
-
-
-def _check_shortcuts() -> None:
-    """Use the shortcuts only if they build what the constructors build."""
-    global _make_context, _make_span
-    try:
-        a = _fast_context(3, 5, _SAMPLED, _DEFAULT_STATE)
-        b = _slow_context(3, 5, _SAMPLED, _DEFAULT_STATE)
-        if a == b and type(a) is type(b) and (a.trace_id, a.span_id, a.is_valid, a.is_remote) == (3, 5, True, False):
-            _make_context = _fast_context
-        args = ("n", b, None, None, {"a": 1}, _OK, 1, 2, None)
-        fast, slow = _fast_span(*args), _slow_span(*args)
-        if list(vars(fast)) == list(vars(slow)) and all(
-            getattr(fast, f) is getattr(slow, f) for f in ("_name", "_context", "_kind", "_attributes", "_status")
-        ):
-            _make_span = _fast_span
-    except Exception:  # noqa: BLE001 - keep the constructors
-        pass
-
-
-if ReadableSpan is not None:
-    _check_shortcuts()
-
-
 class Recorder:
     """Pending span records of one SDK provider, and the thread that finishes them."""
 
@@ -260,7 +180,7 @@ class Recorder:
         self.pending: list[Any] = []
         #: Records already finished, for Tracing.start to fill in again: an
         #: operation then allocates no object the garbage collector tracks
-        #: (each one it must count and walk until it dies; issue 13).
+        #: (each one it must count and walk until it dies).
         self.free: list[Any] = []
         #: The pending count at which an operation calls :meth:`kick`: 1 while
         #: no drainer thread runs (the first record starts it), BATCH while it
@@ -291,9 +211,8 @@ class Recorder:
             self.new_trace_id = gen.generate_trace_id
             self.new_span_id = gen.generate_span_id
         self.hook = hook
-        multi = provider._active_span_processor
-        with multi._lock:  # first in the pipeline: finishes our spans before the others flush
-            multi._span_processors = (hook(self), *multi._span_processors)
+        # First in the pipeline: it finishes our spans before the others flush.
+        sdk_internals.put_first(provider, hook(self))
 
     def kick(self) -> None:
         """A batch is full, or the first record came: finish the batch here,
@@ -305,7 +224,7 @@ class Recorder:
                 self.slow = 2  # one slow batch sends it back
         if self.inline and self.thread is not None and self.draining.acquire(blocking=False):
             # On the caller's thread: no hand-off to another thread (and
-            # core), and every object of the batch dies young (issue 13).
+            # core), and every object of the batch dies young.
             try:
                 t0 = _clock()
                 waits = _waits()
@@ -372,7 +291,7 @@ class Recorder:
         One drain at a time, start to finish: a flush (``close()``,
         ``force_flush()``) that finds the drainer thread part-way through a
         batch waits for it, so every span has reached the processors when it
-        returns (issue 14, item 10)."""
+        returns."""
         with self.draining:
             return self._drain()
 
@@ -389,8 +308,7 @@ class Recorder:
             if not batch:
                 return total
             total += len(batch)
-            downstream = [p for p in self.provider._active_span_processor._span_processors
-                          if type(p) is not self.hook]  # fmt: skip
+            downstream = [p for p in sdk_internals.processors(self.provider) if type(p) is not self.hook]
             self._deliver(batch, downstream)
             if len(self.free) < self.FREE:
                 self.free += batch  # no longer referenced by anyone: end() was their last use
@@ -416,21 +334,17 @@ class Recorder:
         new_trace_id = self.new_trace_id
         new_span_id = self.new_span_id
         bits = self.bits  # random.getrandbits for the SDK's RandomIdGenerator: called inline
-        make_context = _make_context
-        make_span = _make_span
-        # The shortcuts spelled out in the loop below (two calls fewer a span).
-        fast = make_context is _fast_context and make_span is _fast_span
-        span_context = trace.SpanContext
-        tuple_new = _tuple_new
-        object_new = _object_new
-        readable = ReadableSpan
-        internal = _INTERNAL
+        make_span = sdk_internals.make_span
         # The SDK's default sampler decides from the parent alone; skip the
         # call (and the context it needs) in that case.
         default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
         last_parent: Any = None
         parent_ctx: Any = None
         granted: dict[str, bool] = {}  # consent categories asked about in this batch
+        # Each namespace's consent gate, asked once a batch (per manager's view).
+        gates_of: dict[Any, dict[str, Any]] = {}
+        gates: dict[str, Any] = {}
+        view: Any = None
         for rec in batch:
             name, const, ids, consent_of, _ = info = rec.op
             attrs = rec.attrs
@@ -438,11 +352,21 @@ class Recorder:
             tid = rec.tid
             ns = rec.ns
             key = rec.key
-            if key is not None and (ids < 0 or consent_of is not None) and hides_key(info, ns, attrs, granted):
-                key = None
+            if key is not None:
+                if ids < 0:
+                    key = None  # the operation erases it
+                elif consent_of is not None and ns is not None:
+                    if consent_of is not view:  # another manager's spans (one provider, several stores)
+                        view = consent_of
+                        gates = gates_of.setdefault(consent_of, {})
+                    gate = gates.get(ns, _UNSEEN)
+                    if gate is _UNSEEN:
+                        gate = gates[ns] = gate_of(consent_of, ns)
+                    if gate is not None and hides_gated(info, gate, attrs, granted):
+                        key = None
             if attrs is not None and ns is not None and key is not None and len(key) <= 256:
                 # One new dict, the operation's attributes last (they win):
-                # ~800 instructions a span fewer than a copy and three updates.
+                # cheaper than a copy of the constants and three updates.
                 if ids == 1 or (ids == 2 and _GLOB.isdisjoint(key)):
                     a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
                          "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
@@ -455,8 +379,11 @@ class Recorder:
                 a = const.copy()
                 if ns is not None:
                     a["db.collection.name"] = a["gen_ai.memory.store.id"] = ns
-                if key is not None:
-                    a.update(target_attrs(info, ns, key, None, granted))
+                if key is not None:  # a key the span may name (decided above)
+                    short = cut(key)
+                    a["hrm.memory.key"] = short
+                    if record_id(ids, key):
+                        a["gen_ai.memory.record.id"] = short
                 if attrs:
                     a.update(attrs)
             if attrs and ("gen_ai.memory.query.text" in a or "gen_ai.memory.records" in a):
@@ -493,26 +420,8 @@ class Recorder:
                     a.update(result.attributes)
                 state = result.trace_state or _DEFAULT_STATE
             sid = (bits(64) or 1) if bits is not None else new_span_id()
-            if fast:  # _fast_span and _fast_context, spelled out
-                span = object_new(readable)
-                span._name = name
-                span._context = tuple_new(span_context, (tid, sid, False, flags, state, True))
-                span._kind = internal
-                span._instrumentation_info = None
-                span._instrumentation_scope = scope
-                span._parent = parent
-                span._start_time = rec.start
-                span._end_time = rec.stop
-                span._attributes = a
-                span._events = ()
-                span._links = ()
-                span._resource = resource
-                span._status = rec.status or _OK
-            else:
-                span = make_span(
-                    name, make_context(tid, sid, flags, state), parent, resource, a,
-                    rec.status or _OK, rec.start, rec.stop, scope,
-                )  # fmt: skip
+            span = make_span(name, tid, sid, flags, state, parent, resource, a, rec.status or _OK,
+                             rec.start, rec.stop, scope)  # fmt: skip
             if only is not None:
                 try:
                     only(span)

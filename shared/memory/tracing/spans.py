@@ -23,26 +23,30 @@ Three paths, chosen per provider:
   and why, including the switch to the thread for a slow exporter). The
   spans' time is thus spent on the caller's thread once per batch, not per
   operation (the median operation pays only for its record), and what a
-  span of ours does not need is not made (issue 13): the span id, and the
+  span of ours does not need is not made: the span id, and the
   trace id of a root span, come from the provider's id generator when the
   batch is finished (a trace id on the caller only when ``write`` returns it); the constant attributes are one cached dict per operation;
   attributes are few, short and bounded by construction (keys cut at 256
   characters), so they are not wrapped in ``BoundedAttributes``; the
   ``SpanContext`` and ``ReadableSpan`` are filled in without their
-  constructors' argument checks (checked once, at import, to build the same
-  objects; else the constructors are used); the provider's multi-processor
-  is bypassed (each processor's ``on_end`` is called directly). A sampler
+  constructors' argument checks; the provider's multi-processor is bypassed
+  (each processor's ``on_end`` is called directly). These read SDK internals,
+  all in :mod:`hrm_memory.tracing.sdk_internals`, checked once (the first
+  time a provider is resolved: one span built this way must match one built
+  through the public API); if they do not behave, or
+  ``HRM_MEMORY_TRACING_FAST=0`` is set, every span takes the API path below. A sampler
   other than the default is asked per span, with the caller's parent
   (``TraceIdRatioBased``, ``ParentBased``...: its decision, attributes and
   trace state are honoured; ``RECORD_ONLY`` spans reach ``on_end`` not
   sampled). ``provider.force_flush()``, ``shutdown()``, :func:`flush`,
   ``MemoryManager.close()`` and interpreter exit drain what is pending first.
   Processors' ``on_start`` is **not** called for these spans: it would have to
-  run on the caller's thread with a mutable span (the SDK's full cost, about
-  10x ours). A deployment whose processor needs ``on_start`` (one that adds
+  run on the caller's thread with a mutable span (the SDK's full cost, many
+  times ours). A deployment whose processor needs ``on_start`` (one that adds
   attributes from baggage, say) passes ``deferred_spans=False`` to
   ``MemoryManager``: the SDK's own spans, on the caller's thread.
-- **Any other provider**: ordinary ``start_span`` / ``end`` through the API.
+- **Any other provider** (or ``deferred_spans=False``, or the fast path off):
+  ordinary ``start_span`` / ``end`` through the public API, on the caller's thread.
 
 Every span follows OpenTelemetry's GenAI memory convention: its name is its
 ``gen_ai.operation.name`` (:data:`GENAI_OPERATIONS` maps each operation to
@@ -71,7 +75,6 @@ import logging
 import os
 import threading
 import time
-import types
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -80,7 +83,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import ProxyTracerProvider, Status, StatusCode
 
-from hrm_memory.tracing import span_file
+from hrm_memory.tracing import sdk_internals, span_file
 from hrm_memory.tracing.keys import (
     GENAI_OPERATIONS,
     ID_NEVER,
@@ -147,22 +150,14 @@ except Exception:  # noqa: BLE001 - not installed (running from a checkout)
     _VERSION = "0"
 
 try:
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 except ImportError:  # pragma: no cover - the SDK is a dependency, but optional in spirit
-    SdkTracerProvider = None  # type: ignore[assignment,misc]
+    pass
 
-try:  # the caller's context, read without the API's three calls
-    from opentelemetry.context import _RUNTIME_CONTEXT
-    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
-    from opentelemetry.trace.propagation import _SPAN_KEY
-
-    _context_var_get: Callable[[], Any] | None = (
-        _RUNTIME_CONTEXT._current_context.get if type(_RUNTIME_CONTEXT) is ContextVarsRuntimeContext else None
-    )
-except (ImportError, AttributeError):  # pragma: no cover - another API version
-    _context_var_get = None
-
+#: The caller's current span: ``_context_get().get(_SPAN_KEY)`` (None if
+#: none), or without the fast path ``trace.get_current_span()``.
+_context_get = sdk_internals.context_get
+_SPAN_KEY = sdk_internals.SPAN_KEY
 _logger = logging.getLogger("hrm_memory.tracing.spans")
 _current_span = trace.get_current_span
 _time_ns = time.time_ns
@@ -196,7 +191,8 @@ class OpSpan:
 
 
 class _ApiSpan(OpSpan):
-    """A span through the API (a provider other than the SDK's): its key
+    """A span through the public API (a provider other than the SDK's, or the
+    deferred path not taken): its key
     attributes are set when it ends, once the handler has said whether the
     record was persisted (a gated key is left out, see :meth:`Tracing.gate`)."""
 
@@ -219,16 +215,21 @@ class _ApiSpan(OpSpan):
         self.span.set_attributes({"db.collection.name": namespace, "gen_ai.memory.store.id": namespace})
 
     def end(self, attrs: dict[str, Any] | None = None, exc: BaseException | None = None) -> None:
-        extra = target_attrs(self.info, self.ns, self.key, attrs, {})
-        if attrs:
-            extra.update(_resolve(attrs))
-            strip_content(self.info, self.ns, extra)
-        if extra:
-            self.span.set_attributes(extra)
-        if exc is not None:
-            self.span.set_attribute("error.type", type(exc).__qualname__)
-            self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-        self.span.end()
+        span = self.span
+        try:
+            if span.is_recording():  # a span the sampler dropped: nothing to count or set
+                extra = target_attrs(self.info, self.ns, self.key, attrs, {})
+                if attrs:
+                    extra.update(_resolve(attrs))
+                    strip_content(self.info, self.ns, extra)
+                if extra:
+                    span.set_attributes(extra)
+                if exc is not None:
+                    span.set_attribute("error.type", type(exc).__qualname__)
+                    span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            span.end()
+        except Exception:  # noqa: BLE001 - a span processor's failure never fails the operation
+            _logger.exception("hrm-memory: a span processor failed")
 
 
 class _DeferredSpan(OpSpan):
@@ -290,13 +291,6 @@ _recorders: weakref.WeakKeyDictionary[Any, Recorder] = weakref.WeakKeyDictionary
 _recorders_lock = threading.Lock()
 
 
-def _deferred_supported(provider: object) -> bool:
-    if SdkTracerProvider is None or type(provider) is not SdkTracerProvider:
-        return False
-    multi = getattr(provider, "_active_span_processor", None)
-    return multi is not None and hasattr(multi, "_span_processors") and hasattr(multi, "_lock")
-
-
 def flush() -> int:
     """Finish every pending span of every provider now; return how many."""
     with _recorders_lock:
@@ -307,15 +301,13 @@ def flush() -> int:
 atexit.register(flush)
 
 
-_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
-
-
-_PROXY = trace.get_tracer_provider() if not os.environ.get(_ENV_PROVIDER) else None
-#: The OpenTelemetry API module, whose global provider slot the pipeline reads
-#: (a stand-in whose slot never matches, for an API without that slot).
-otel_api: Any = trace if hasattr(trace, "_TRACER_PROVIDER") else types.SimpleNamespace(_TRACER_PROVIDER=object())
+#: The API's placeholder provider, returned while no provider is set.
+_PROXY = trace.get_tracer_provider() if sdk_internals.PROVIDER_SLOT_READ else None
 _NEVER = object()
-_ENV_SET = bool(os.environ.get(_ENV_PROVIDER)) or not hasattr(trace, "_TRACER_PROVIDER")
+_API_GLOBALS = sdk_internals.API_GLOBALS
+_SLOT = sdk_internals.PROVIDER_SLOT
+#: The global provider is read from its slot (else through ``get_tracer_provider()``).
+_SLOT_READ = sdk_internals.PROVIDER_SLOT_READ
 
 
 class Tracing:
@@ -348,9 +340,10 @@ class Tracing:
         self._consent_of: ConsentOf | None = None
         self._granted: Callable[[str], bool] | None = None
         self.deferred = deferred
-        #: While ``otel_api._TRACER_PROVIDER is idle_when``, :meth:`start`
+        #: While ``idle_when`` is the API's global provider slot
+        #: (:data:`hrm_memory.tracing.sdk_internals.API_GLOBALS`), :meth:`start`
         #: would return None: the pipeline checks this instead of calling it
-        #: (one attribute read against a call, on every operation).
+        #: (one lookup against a call, on every operation).
         self.idle_when: object = _NEVER
 
     def gate(self, consent_of: ConsentOf, granted: Callable[[str], bool]) -> None:
@@ -378,7 +371,7 @@ class Tracing:
         self._recorder = None
         if isinstance(provider, _NOOP_PROVIDERS):
             self._mode = 0
-        elif self.deferred and _deferred_supported(provider):
+        elif self.deferred and sdk_internals.deferred_supported(provider):
             with _recorders_lock:
                 rec = _recorders.get(provider)
                 if rec is None:
@@ -396,18 +389,18 @@ class Tracing:
         if provider is None:
             # trace.get_tracer_provider() without its cost on the no-SDK path:
             # while no provider is set, the API looks an environment variable
-            # up on every call (~1 us); it was read once, at import.
-            if _ENV_SET:
-                provider = trace.get_tracer_provider()
-            else:
-                provider = otel_api._TRACER_PROVIDER
+            # up on every call.
+            if _SLOT_READ:
+                provider = _API_GLOBALS[_SLOT]
                 if provider is None:
                     provider = _PROXY
+            else:
+                provider = trace.get_tracer_provider()
         if provider is not self._for:
             self._resolve(provider)
             self.idle_when = _NEVER
-            if self._mode == 0 and self._provider is None and not _ENV_SET:
-                self.idle_when = otel_api._TRACER_PROVIDER
+            if self._mode == 0 and self._provider is None and _SLOT_READ:
+                self.idle_when = _API_GLOBALS[_SLOT]
         mode = self._mode
         if mode == 0:
             return None
@@ -435,7 +428,7 @@ class Tracing:
             span.op = info
             span.ns = namespace
             span.key = key
-            get = _context_var_get
+            get = _context_get
             current = get().get(_SPAN_KEY) if get is not None else _current_span()
             if current is None:  # nothing current: a root span (the usual case)
                 span.parent = None
@@ -507,7 +500,7 @@ def current_trace_id(span: OpSpan | None) -> str:
     (:data:`new_trace_id`): every operation has a real, unique trace id."""
     if span is not None:
         return span.trace_id
-    if _context_var_get is not None and _context_var_get().get(_SPAN_KEY) is None:
+    if _context_get is not None and _context_get().get(_SPAN_KEY) is None:
         return new_trace_id()  # no current span (the no-SDK write): one lookup, not the API's calls
     ctx = _current_span().get_span_context()
     return "%032x" % ctx.trace_id if ctx.is_valid else new_trace_id()
