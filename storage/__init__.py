@@ -17,17 +17,17 @@ Nothing here imports the manager or the pipeline.
 
 from typing import Any
 
-from hrm_memory.storage.file.backend import DURABILITY, FileBackend
-from hrm_memory.storage.file.changes import FileChangeLog
-from hrm_memory.storage.file.cold import ColdTier
-from hrm_memory.storage.file.warm.tier import WarmTier
-from hrm_memory.storage.hot import HotTier, ReadCache
-from hrm_memory.storage.memory import MemoryBackend
+from .file.backend import DURABILITY, FileBackend
+from .file.changes import FileChangeLog
+from .file.cold import ColdTier
+from .file.warm.tier import WarmTier
+from .hot import HotTier, ReadCache
+from .memory import MemoryBackend
 
 
 def __getattr__(name: str) -> Any:
     if name == "RedisBackend":
-        from hrm_memory.storage.redis.backend import RedisBackend
+        from .redis.backend import RedisBackend
 
         return RedisBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -139,9 +139,9 @@ class ReadCache:
     ints and the value's bytes), and made a ``Stored`` again on a hit: the
     garbage collector stops tracking such a tuple at its first collection,
     where it tracks a NamedTuple for good, and a cache full of tracked
-    records made every collection that reached them walk them all (on a
-    first read of each of 20,000 warm records after a reopen: ~1.6 us a
-    read of the ~13, spent in the collector)."""
+    records made every collection that reached them walk them all, a
+    visible share of a first read after a reopen (BENCHMARKS.md, "Figures
+    the code's comments rely on")."""
 
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity

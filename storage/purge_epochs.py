@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from hrm_memory.storage import fsutil as _fs
+from . import fsutil as _fs
 
 _BUMP_LUA = """
 local e = redis.call('INCR', KEYS[1])

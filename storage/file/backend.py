@@ -25,15 +25,15 @@ from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT, RECOVER
 from hrm_memory.core.errors import CorruptRecord, MemoryStoreError, StorageError
 from hrm_memory.core.records import Finding, Stored
 
-from hrm_memory.storage import fsutil as _fs
-from hrm_memory.storage.file.cold import ColdTier
-from hrm_memory.storage.file.erase import erase_log_entries, erase_quarantined
-from hrm_memory.storage.hot import ReadCache
-from hrm_memory.storage.file.locks import NamespaceLocks
-from hrm_memory.storage.purge_epochs import FilePurgeEpochs
-from hrm_memory.storage.file.changes import FileChangeLog
-from hrm_memory.storage.file.changes_scrub import scrub
-from hrm_memory.storage.file.warm.tier import WarmTier
+from .. import fsutil as _fs
+from .cold import ColdTier
+from .erase import erase_log_entries, erase_quarantined
+from ..hot import ReadCache
+from .locks import NamespaceLocks
+from ..purge_epochs import FilePurgeEpochs
+from .changes import FileChangeLog
+from .changes_scrub import scrub
+from .warm.tier import WarmTier
 
 DURABILITY = ("fsync", "flush")
 _UNREAD = object()  # run-time declarations never read yet

@@ -42,7 +42,7 @@ from hrm_memory.core.backend import Notifications
 from hrm_memory.core.errors import CursorExpired, InvalidCursor
 from hrm_memory.core.records import Event
 
-from hrm_memory.storage.fsutil import (
+from ..fsutil import (
     FILE_MODE,
     NOFOLLOW,
     SharedCounters,
@@ -251,7 +251,7 @@ class FileChangeLog:
         comes before the first write is woken by it."""
         ensure_real_dirs(self.dir.parent, "events")
         make_dirs(self.dir, durable=False)
-        from hrm_memory.storage.file.changes_watch import listen  # watchdog is imported by the first subscriber, not at open
+        from .changes_watch import listen  # watchdog is imported by the first subscriber, not at open
 
         return listen(self.dir, wake)
 

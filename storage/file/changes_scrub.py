@@ -17,8 +17,8 @@ import zlib
 
 import orjson
 
-from hrm_memory.storage.fsutil import NOFOLLOW, unframe
-from hrm_memory.storage.file.changes import FileChangeLog
+from ..fsutil import NOFOLLOW, unframe
+from .changes import FileChangeLog
 
 _HEAD = b'["-","'
 _TAIL = b'"]'

@@ -33,7 +33,7 @@ from hrm_memory.core.backend import ARCHIVE, PERSISTENT
 from hrm_memory.core.errors import CorruptRecord
 from hrm_memory.core.records import Finding, Stored
 
-from hrm_memory.storage.fsutil import (
+from ..fsutil import (
     FILE_MODE,
     NOFOLLOW,
     atomic_write,

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from hrm_memory.storage import fsutil as _fs
+from .. import fsutil as _fs
 
 
 def _in_line(data: bytes, key: str) -> bool:
@@ -80,7 +80,7 @@ def erase_quarantined(root: Path, namespace: str, key: str) -> int:
 
 def erase_log_entries(events: Path, namespace: str, key: str) -> int:
     """Blank, in place, every change-log line naming ``(namespace, key)``."""
-    from hrm_memory.storage.fsutil import unframe
+    from ..fsutil import unframe
 
     if not events.is_dir() or events.is_symlink():
         return 0

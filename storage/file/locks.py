@@ -28,7 +28,7 @@ from typing import Any
 
 from hrm_memory.core.errors import LockTimeout
 
-from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error, this_process
+from ..fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, storage_error, this_process
 
 
 class FileLock:

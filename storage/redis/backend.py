@@ -42,14 +42,14 @@ from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
 from redis.exceptions import RedisClusterException, RedisError
 
-from hrm_memory.storage.redis.changes import NO_TRACE
-from hrm_memory.storage.redis.cluster import as_redis_error, change_log, fence, side_for, topology, write_command
-from hrm_memory.storage.redis.conn import Settings, failure
-from hrm_memory.storage.redis.keys import KeyLayout
-from hrm_memory.storage.purge_epochs import RedisPurgeEpochs
-from hrm_memory.storage.redis.purge import persist, rewrite_stream
-from hrm_memory.storage.redis.scripts import SCRIPTS, decode
-from hrm_memory.storage.redis.upkeep import Upkeep, check
+from .changes import NO_TRACE
+from .cluster import as_redis_error, change_log, fence, side_for, topology, write_command
+from .conn import Settings, failure
+from .keys import KeyLayout
+from ..purge_epochs import RedisPurgeEpochs
+from .purge import persist, rewrite_stream
+from .scripts import SCRIPTS, decode
+from .upkeep import Upkeep, check
 
 log = logging.getLogger("hrm_memory.redis")
 

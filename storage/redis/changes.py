@@ -39,9 +39,9 @@ from hrm_memory.core.errors import BackendUnavailable, CursorExpired, InvalidCur
 from hrm_memory.core.records import Event
 from redis.exceptions import RedisError
 
-from hrm_memory.storage.fsutil import this_process
-from hrm_memory.storage.redis.conn import command, failure
-from hrm_memory.storage.redis.scripts import SCRIPTS
+from ..fsutil import this_process
+from .conn import command, failure
+from .scripts import SCRIPTS
 
 log = logging.getLogger("hrm_memory.core.events")
 

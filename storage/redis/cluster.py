@@ -39,12 +39,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from hrm_memory.storage.redis.changes import Outage, RedisChangeLog, _before, check_kept, parse_id
-from hrm_memory.storage.redis.url import any_scheme_of, normalized, redact, refusal
-from hrm_memory.storage.redis.conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
-from hrm_memory.storage.redis.keys import KeyLayout
-from hrm_memory.storage.redis.purge import persist
-from hrm_memory.storage.redis.scripts import SCRIPTS, Script
+from .changes import Outage, RedisChangeLog, _before, check_kept, parse_id
+from .url import any_scheme_of, normalized, redact, refusal
+from .conn import SCHEMES, Command, Settings, _url_timeouts, failure, parse
+from .keys import KeyLayout
+from .purge import persist
+from .scripts import SCRIPTS, Script
 
 log = logging.getLogger("hrm_memory.redis")
 
@@ -555,7 +555,7 @@ class ClusterChangeLog:
 
 def side_for(top: Topology, layout: KeyLayout) -> tuple[Any, Command, ClusterSide | None]:
     """The client, its command function and (on a cluster) the cluster side."""
-    from hrm_memory.storage.redis.conn import command, connect
+    from .conn import command, connect
 
     if not top.cluster:
         client = connect(top.settings)

@@ -36,7 +36,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from hrm_memory.storage.redis.url import check, redact
+from .url import check, redact
 
 SCHEMES = ("redis://", "rediss://")
 DEFAULT_PREFIX = "hrm:"

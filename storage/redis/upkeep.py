@@ -23,8 +23,8 @@ from hrm_memory.core.errors import CorruptRecord
 from hrm_memory.core.records import Finding
 from redis.exceptions import RedisError, ResponseError
 
-from hrm_memory.storage.redis.conn import Settings, failure
-from hrm_memory.storage.redis.scripts import decode
+from .conn import Settings, failure
+from .scripts import decode
 
 
 class _Hold(Protocol):

@@ -6,8 +6,8 @@ file, or the environment) and destroys a category's key to shred its data;
 ``wrap.py`` wraps those keys under a passphrase for an export that carries them.
 """
 
-from hrm_memory.storage.sealed.backend import SealedBackend
-from hrm_memory.storage.sealed.keys import EnvKeys, FileKeys
-from hrm_memory.storage.sealed.wrap import Passphrase
+from .backend import SealedBackend
+from .keys import EnvKeys, FileKeys
+from .wrap import Passphrase
 
 __all__ = ["EnvKeys", "FileKeys", "Passphrase", "SealedBackend"]

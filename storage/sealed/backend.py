@@ -51,8 +51,8 @@ from hrm_memory.core.backend import Backend, ChangeLog, PurgeEpochs
 from hrm_memory.core.errors import KeyUnavailable, MemoryStoreError, WrongKey
 from hrm_memory.core.records import Finding, Stored
 
-from hrm_memory.storage.sealed.keys import STALE_AFTER, DataKey, KeyProvider
-from hrm_memory.storage.sealed.wrap import WrappedKey, wrap
+from .keys import STALE_AFTER, DataKey, KeyProvider
+from .wrap import WrappedKey, wrap
 
 MAGIC = b'"hrmenc:1:'
 _NONCE = 12

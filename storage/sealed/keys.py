@@ -38,7 +38,7 @@ import orjson
 
 from hrm_memory.core.errors import KeyUnavailable, StorageError, WrongKey
 
-from hrm_memory.storage import fsutil as _fs
+from .. import fsutil as _fs
 
 #: Bytes of a data key (AES-256).
 KEY_BYTES = 32

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from hrm_memory.core.errors import InvalidArgument, WrongKey
 
-from hrm_memory.storage.sealed.keys import KEY_BYTES, DataKey
+from .keys import KEY_BYTES, DataKey
 
 #: scrypt cost written into new exports: 2**15 * 8 * 128 bytes = 32 MiB of memory per derivation.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1

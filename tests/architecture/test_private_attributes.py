@@ -21,8 +21,8 @@ give the same list):
   ``_field_defaults`` are public API despite the underscore.
 
 The one exception (:data:`ALLOWED`): OpenTelemetry internals the tracing
-package reads for its span fast path, guarded at start-up, named by module
-and, outside the fast path's own module, by attribute.
+package reads for its span fast path, guarded at start-up, all in one
+module (``tracing/sdk_internals.py``).
 """
 
 from __future__ import annotations
@@ -46,11 +46,7 @@ OWN = frozenset({"self", "cls"})
 #: module -> the private names it may read of objects it does not own (None: any).
 #: The one exception: the OpenTelemetry SDK internals of the tracing fast path.
 ALLOWED: dict[str, frozenset[str] | None] = {
-    "hrm_memory.tracing.sdk": None,
-    "hrm_memory.tracing.spans": frozenset(
-        {"_current_context", "_TRACER_PROVIDER", "_active_span_processor", "_span_processors", "_lock"}
-    ),
-    "hrm_memory.core.pipeline": frozenset({"_TRACER_PROVIDER"}),
+    "hrm_memory.tracing.sdk_internals": None,
 }
 #: Built-ins that name an attribute by a string.
 BY_NAME = frozenset({"getattr", "setattr", "hasattr", "delattr"})

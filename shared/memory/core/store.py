@@ -102,7 +102,7 @@ class Records:
 
     def _get(self, op: GetOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
         # The hot path (every turn of every HRM): _stored and decode spelled
-        # out, ~15% fewer instructions per read on CPython 3.11.
+        # out, the cheaper read (BENCHMARKS.md, "Figures the code's comments rely on").
         namespace, key, default, compact = op
         spec = self.specs.get(namespace) if type(namespace) is str else None
         if spec is None or (namespace in self.runtime and _monotonic() - self.core.declared_at >= DECLARATIONS_RECHECK):

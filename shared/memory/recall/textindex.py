@@ -71,9 +71,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.qstems USING fts5vocab(temp, 'qwords', '
 #: A query word found in more than this share of the documents (and in more
 #: than DF_FLOOR of them, and in any case in more than DF_CAP) is left out of
 #: the query when rarer words remain: its bm25 weight is near zero, yet
-#: scoring its matches is most of a query's time (150 ms -> 2 ms at 100k
-#: records for a query with two such words; at 1M records, 2% is 20,000
-#: matches a word, ~12 ms of ranking, hence the cap).
+#: scoring its matches is most of a query's time; the cap bounds that work
+#: at a million records, where 2% is 20,000 matches a word (BENCHMARKS.md,
+#: "Figures the code's comments rely on").
 DF_SHARE, DF_FLOOR, DF_CAP = 0.02, 200, 5000
 #: What one query may rank: its words' passage counts, summed. Ranking costs
 #: about a microsecond a matching passage (FTS5 reads each one's length from
@@ -105,7 +105,7 @@ RANKED = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMI
 #: The same, over the passages from a row id on (a window of the newest).
 _RANKED_FROM = f"SELECT rowid, {_BM25} AS s FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY s LIMIT ?"
 #: The row id of the n-th newest passage a match finds (FTS5 walks a word's
-#: passages newest first without scoring them: ~0.1 us each).
+#: passages newest first without scoring them, far cheaper than ranking).
 _NTH_NEWEST = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
 #: Words as FTS5's unicode61 splits them (letters and digits).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -569,8 +569,8 @@ class TextIndex:
         Most searches filter little (every namespace a caller may read, the
         live tiers), so the best matches are ranked by FTS5 alone and only
         they are looked up and filtered; joining every match to its row
-        first cost more than the ranking (2.6 ms against 1.0 ms at 100k
-        records). When too few of them pass the filter, more are ranked,
+        first cost more than the ranking (BENCHMARKS.md, "Figures the code's
+        comments rely on"). When too few of them pass the filter, more are ranked,
         and then the filter is joined in.
         """
         if not namespaces:
@@ -795,7 +795,7 @@ class TextIndex:
 
     def _frequencies(self, db: sqlite3.Connection, stems: set[str]) -> dict[str, int]:
         """Document frequency of each of ``stems``. FTS5 counts them by reading
-        each term's whole list of documents (35-50 us a term at 100k records),
+        each term's whole list of documents, a cost that grows with the store,
         so they are remembered until the index changes: a commit here (counted
         in ``_commits``) or by another process (SQLite's ``data_version``)."""
         version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)

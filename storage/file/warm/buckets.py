@@ -1,9 +1,9 @@
 """Persisted bucket indexes: ``warm/<namespace>/<bb>.idx``.
 
 Without one, the first use of a bucket in a process scans the whole bucket
-file to build its key -> offset index (42 ms for a 4 MiB bucket, which is
-what 1M records in one namespace make; ~150 us for the ~31 lines of a
-10 KiB bucket, which made the p99 of reads after a reopen a scan). With
+file to build its key -> offset index, a cost that grows with the bucket
+and made the p99 of reads after a reopen a scan (BENCHMARKS.md, "Figures
+the code's comments rely on"). With
 one, the first read costs a read of this file, two 1 KiB samples of the
 bucket (for a bucket of up to ``SMALL`` bytes: one read of all of it, whose
 lines are then cut from those bytes), a binary search and the read of the
@@ -57,7 +57,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from hrm_memory.storage.fsutil import NOFOLLOW, atomic_write
+from ...fsutil import NOFOLLOW, atomic_write
 
 MAGIC = b"HRMi"
 FORMAT = 2  # 2: 1 KiB samples (1 had 4 KiB ones; such an index is ignored, then rewritten)

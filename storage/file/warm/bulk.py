@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from hrm_memory.core.errors import CorruptRecord
 from hrm_memory.core.records import Stored
 
-from hrm_memory.storage.fsutil import storage_error
-from hrm_memory.storage.file.warm.files import BucketFiles
-from hrm_memory.storage.file.warm.format import parse_line
+from ...fsutil import storage_error
+from .files import BucketFiles
+from .format import parse_line
 
 
 class BulkReads:

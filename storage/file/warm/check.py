@@ -14,14 +14,14 @@ from pathlib import Path
 
 from hrm_memory.core.records import Finding
 
-from hrm_memory.storage.file.warm import buckets as bucket_index
-from hrm_memory.storage.file.warm.buckets import Persisted
-from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, quarantine, storage_error
-from hrm_memory.storage.file.locks import NamespaceLocks
-from hrm_memory.storage.file.warm.files import Bucket, BucketFiles, Entry
-from hrm_memory.storage.file.warm.format import Misfit, audit, lines, parse_line
-from hrm_memory.storage.file.warm.notes import alive_pid
-from hrm_memory.storage.file.warm.upkeep import Upkeep
+from . import buckets as bucket_index
+from .buckets import Persisted
+from ...fsutil import FILE_MODE, NOFOLLOW, quarantine, storage_error
+from ..locks import NamespaceLocks
+from .files import Bucket, BucketFiles, Entry
+from .format import Misfit, audit, lines, parse_line
+from .notes import alive_pid
+from .upkeep import Upkeep
 
 
 class Checker:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from hrm_memory.core.errors import StoreClosed
 
-from hrm_memory.storage.file.warm import buckets as bucket_index
-from hrm_memory.storage.file.warm.buckets import Persisted
-from hrm_memory.storage.fsutil import (
+from . import buckets as bucket_index
+from .buckets import Persisted
+from ...fsutil import (
     FILE_MODE,
     NOFOLLOW,
     SharedCounters,
@@ -35,9 +35,9 @@ from hrm_memory.storage.fsutil import (
     quarantine,
     storage_error,
 )
-from hrm_memory.storage.file.locks import NamespaceLocks
-from hrm_memory.storage.file.warm.format import N_BUCKETS, parse_line, read_line_at, salvage
-from hrm_memory.storage.file.warm.notes import WriterNotes
+from ..locks import NamespaceLocks
+from .format import N_BUCKETS, parse_line, read_line_at, salvage
+from .notes import WriterNotes
 
 log = logging.getLogger("hrm_memory.warm")
 

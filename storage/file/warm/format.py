@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from hrm_memory.storage.fsutil import frame
+from ...fsutil import frame
 
 N_BUCKETS = 64
 _crc32 = zlib.crc32

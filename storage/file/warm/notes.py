@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, make_dirs, storage_error
+from ...fsutil import FILE_MODE, NOFOLLOW, ensure_real_dirs, make_dirs, storage_error
 
 
 class WriterNotes:

@@ -64,14 +64,14 @@ from hrm_memory.core.backend import CROSS_PROCESS, PERSISTENT
 from hrm_memory.core.errors import CorruptRecord, MemoryStoreError
 from hrm_memory.core.records import Finding, Stored
 
-from hrm_memory.storage.fsutil import storage_error
-from hrm_memory.storage.file.locks import NamespaceLocks
-from hrm_memory.storage.file.warm.bulk import BulkReads
-from hrm_memory.storage.file.warm.check import Checker
-from hrm_memory.storage.file.warm.files import FULL_CHECK_SECONDS, Bucket, BucketFiles, Entry, generations
-from hrm_memory.storage.file.warm.format import N_BUCKETS, bucket_of, encode_line, parse_line
-from hrm_memory.storage.file.warm.notes import WriterNotes
-from hrm_memory.storage.file.warm.upkeep import Upkeep
+from ...fsutil import storage_error
+from ..locks import NamespaceLocks
+from .bulk import BulkReads
+from .check import Checker
+from .files import FULL_CHECK_SECONDS, Bucket, BucketFiles, Entry, generations
+from .format import N_BUCKETS, bucket_of, encode_line, parse_line
+from .notes import WriterNotes
+from .upkeep import Upkeep
 
 __all__ = [
     "COMPACT_MIN_GARBAGE", "FULL_CHECK_SECONDS", "N_BUCKETS", "Cache", "WarmTier", "generations", "bucket_of",

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from hrm_memory.core.errors import MemoryStoreError
 
-from hrm_memory.storage.file.warm import buckets as bucket_index
-from hrm_memory.storage.fsutil import FILE_MODE, NOFOLLOW, fsync_dir, quarantine, storage_error, temp_path
-from hrm_memory.storage.file.locks import NamespaceLocks
-from hrm_memory.storage.file.warm.files import Bucket, BucketFiles, Entry
-from hrm_memory.storage.file.warm.format import bucket_of, parse_line, read_line_at
-from hrm_memory.storage.file.warm.notes import WriterNotes
+from . import buckets as bucket_index
+from ...fsutil import FILE_MODE, NOFOLLOW, fsync_dir, quarantine, storage_error, temp_path
+from ..locks import NamespaceLocks
+from .files import Bucket, BucketFiles, Entry
+from .format import bucket_of, parse_line, read_line_at
+from .notes import WriterNotes
 
 log = logging.getLogger("hrm_memory.warm")
 
