@@ -34,36 +34,8 @@ from hrm_memory.storage.sealed.keys import DataKey, keys_dir, make_keyring
 from hrm_memory.storage.sealed.backend import parse
 from tests.helpers.redis_server import RedisServer, binary
 from tests.helpers.canary import files_holding
+from tests.helpers.sealed import CANARY, NS, SPEC, fill, key_file, needs_redis
 
-CANARY = "CANARY-sealed-7f3a9c"
-NS = "crypto.notes"  # gated, with kept history and a TTL (so records reach the cold archive)
-SPEC = NamespaceSpec(NS, consent="conversation", ttl=3600, history=Keep(versions=5), owner="crypto")
-
-needs_redis = pytest.mark.skipif(binary() is None, reason="redis-server not installed")
-
-
-def _fill(mm: MemoryManager, n: int = 6) -> dict[str, object]:
-    """Gated records, some superseded (kept history), some archived."""
-    mm.declare(SPEC)
-    mm.consent.grant("conversation")
-    expected: dict[str, object] = {}
-    for i in range(n):
-        mm.write(NS, f"k{i}", {"text": f"{CANARY} first {i}"})
-        mm.write(NS, f"k{i}", {"text": f"{CANARY} now {i}"})
-        expected[f"k{i}"] = {"text": f"{CANARY} now {i}"}
-    mm.write("focus.conversation", "turn", {"text": CANARY})
-    expected["turn"] = {"text": CANARY}
-    return expected
-
-
-def _key_file(mm: MemoryManager) -> Path:
-    """The store's default key file: under $HRM_MEMORY_KEYS, named by the store's id, 0600."""
-    provider = mm.keys
-    assert isinstance(provider, FileKeys)
-    path = provider.path
-    assert path.parent == keys_dir().absolute() and path.is_file()
-    assert path.stat().st_mode & 0o777 == 0o600
-    return path
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -123,7 +95,7 @@ def test_redis_never_holds_a_gated_canary(tmp_path: Path) -> None:
     with RedisServer(tmp_path / "redis", appendonly=True, appendfsync="always") as server:
         url = server.fresh_url()
         with MemoryManager(tmp_path / "root", backend=url) as mm:
-            expected = _fill(mm)
+            expected = fill(mm)
             assert mm.archive(now=time.time() + 7200)[NS] == 6
             for k, v in expected.items():
                 ns = "focus.conversation" if k == "turn" else NS
@@ -147,9 +119,9 @@ def test_redis_never_holds_a_gated_canary(tmp_path: Path) -> None:
 def test_a_folder_copied_before_revoke_yields_nothing_after_it(tmp_path: Path) -> None:
     root, backup = tmp_path / "store", tmp_path / "backup"
     with MemoryManager(root) as mm:
-        expected = _fill(mm)
+        expected = fill(mm)
         assert mm.archive(now=time.time() + 7200)[NS] == 6
-        key_file = _key_file(mm)
+        key_file = key_file(mm)
         shutil.copytree(root, backup)
         saved_keys = tmp_path / "saved-keys.json"
         shutil.copy2(key_file, saved_keys)  # what a user's key backup would be
@@ -188,8 +160,8 @@ def test_redis_files_copied_before_revoke_yield_nothing_after_it(tmp_path: Path)
         url = server.fresh_url()
         prefix = url.split("prefix=")[1]
         with MemoryManager(tmp_path / "root", backend=url) as mm:
-            expected = _fill(mm)
-            key_file = _key_file(mm)
+            expected = fill(mm)
+            key_file = key_file(mm)
             saved_keys = tmp_path / "saved-keys.json"
             shutil.copy2(key_file, saved_keys)
             r = redis.Redis.from_url(url.split("?")[0])
@@ -238,9 +210,9 @@ def test_a_grant_after_a_shredding_revoke_makes_a_new_key(tmp_path: Path) -> Non
 def test_missing_and_wrong_keys_are_typed_errors_and_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "store"
     with MemoryManager(root) as mm:
-        expected = _fill(mm, 3)
+        expected = fill(mm, 3)
         mm.write("shared.people", "ann", {"n": 1})  # ungated: unaffected by any key
-        key_file = _key_file(mm)
+        key_file = key_file(mm)
         store_key = json.loads(key_file.read_text())["groups"]["conversation"]
     before = _tree_digest(root)
 
@@ -359,7 +331,7 @@ def test_rotation_survives_sigkill_at_any_point(tmp_path: Path) -> None:
         mm.consent.grant("conversation")
         for i in range(150):
             mm.write(NS, f"k{i}", {"i": i})
-        key_file = _key_file(mm)
+        key_file = key_file(mm)
     acked: dict[str, dict[str, int]] = {f"k{i}": {"i": i} for i in range(150)}
     rng = random.Random(os.environ.get("HRM_TEST_SEED", "40"))
     mid_rotation = 0

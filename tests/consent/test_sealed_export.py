@@ -27,8 +27,8 @@ from hrm_memory import (
 )
 from hrm_memory.storage.sealed.backend import parse
 from hrm_memory.storage.sealed.keys import DataKey, make_keyring
-from tests.consent.test_consent import files_containing
-from tests.consent.test_sealed import CANARY, NS, SPEC, _fill, _key_file
+from tests.helpers.canary import files_holding
+from tests.helpers.sealed import CANARY, NS, SPEC, fill, key_file
 
 PASSPHRASE = "a passphrase for sealed exports"
 
@@ -47,7 +47,7 @@ def _exported_store(tmp_path: Path) -> tuple[Path, dict[str, object]]:
     """A store with gated records (kept history, archived ones) and its export paths."""
     root = tmp_path / "src"
     with MemoryManager(root) as mm:
-        expected = _fill(mm)
+        expected = fill(mm)
         mm.delete(NS, "k5")  # a deleted key with kept history
         del expected["k5"]
         assert mm.archive(now=time.time() + 7200)[NS] == 5
@@ -65,7 +65,7 @@ def _read_all(mm: MemoryManager, expected: dict[str, object]) -> None:
 def test_an_export_holds_ciphertext_and_the_keys_only_when_asked(tmp_path: Path) -> None:
     root, _ = _exported_store(tmp_path)
     with MemoryManager(root) as mm:
-        key_file = _key_file(mm)
+        key_file = key_file(mm)
         stored = {st.key: st.value for st in mm.backend.scan(NS, include_cold=True)}
     secrets = [base64.b64decode(s) for s in json.loads(key_file.read_text())["groups"]["conversation"]["keys"].values()]
     (kid,) = json.loads(key_file.read_text())["groups"]["conversation"]["keys"]
@@ -117,7 +117,7 @@ def test_import_with_the_keys_reads_back_and_without_them_is_refused(tmp_path: P
         # The export made without keys now imports too: this store holds them.
         assert mm.import_(tmp_path / "plain.jsonl")["existing"] >= len(expected)
         mm.export(tmp_path / "dst.jsonl")
-    holding = files_containing(dst, CANARY)
+    holding = files_holding(dst, CANARY)
     assert holding and all("shared.people" in str(p) for p in holding)  # the ungated record only
     # The store that imported exports the same bytes as the one exported.
     assert (tmp_path / "dst.jsonl").read_bytes() == (tmp_path / "plain.jsonl").read_bytes()
@@ -176,7 +176,7 @@ def test_a_format_1_export_with_plaintext_still_imports_sealed(tmp_path: Path) -
     with MemoryManager(tmp_path / "dst") as mm:
         assert mm.import_(path, apply_consent=True)["records"] == 1
         assert mm.read("focus.conversation", "turn") == {"text": CANARY}
-    assert files_containing(tmp_path / "dst", CANARY) == []  # persisted sealed
+    assert files_holding(tmp_path / "dst", CANARY) == []  # persisted sealed
 
 
 def test_a_store_with_keys_from_the_environment_reseals_what_it_imports(tmp_path: Path,
