@@ -34,7 +34,7 @@ from hrm_memory.storage.sealed.keys import DataKey, keys_dir, make_keyring
 from hrm_memory.storage.sealed.backend import parse
 from tests.helpers.redis_server import RedisServer, binary
 from tests.helpers.canary import files_holding
-from tests.helpers.sealed import CANARY, NS, SPEC, fill, key_file, needs_redis
+from tests.helpers.sealed import CANARY, NS, SPEC, fill, store_key_file, needs_redis
 
 
 
@@ -121,7 +121,7 @@ def test_a_folder_copied_before_revoke_yields_nothing_after_it(tmp_path: Path) -
     with MemoryManager(root) as mm:
         expected = fill(mm)
         assert mm.archive(now=time.time() + 7200)[NS] == 6
-        key_file = key_file(mm)
+        key_file = store_key_file(mm)
         shutil.copytree(root, backup)
         saved_keys = tmp_path / "saved-keys.json"
         shutil.copy2(key_file, saved_keys)  # what a user's key backup would be
@@ -161,7 +161,7 @@ def test_redis_files_copied_before_revoke_yield_nothing_after_it(tmp_path: Path)
         prefix = url.split("prefix=")[1]
         with MemoryManager(tmp_path / "root", backend=url) as mm:
             expected = fill(mm)
-            key_file = key_file(mm)
+            key_file = store_key_file(mm)
             saved_keys = tmp_path / "saved-keys.json"
             shutil.copy2(key_file, saved_keys)
             r = redis.Redis.from_url(url.split("?")[0])
@@ -212,7 +212,7 @@ def test_missing_and_wrong_keys_are_typed_errors_and_change_nothing(tmp_path: Pa
     with MemoryManager(root) as mm:
         expected = fill(mm, 3)
         mm.write("shared.people", "ann", {"n": 1})  # ungated: unaffected by any key
-        key_file = key_file(mm)
+        key_file = store_key_file(mm)
         store_key = json.loads(key_file.read_text())["groups"]["conversation"]
     before = _tree_digest(root)
 
@@ -331,7 +331,7 @@ def test_rotation_survives_sigkill_at_any_point(tmp_path: Path) -> None:
         mm.consent.grant("conversation")
         for i in range(150):
             mm.write(NS, f"k{i}", {"i": i})
-        key_file = key_file(mm)
+        key_file = store_key_file(mm)
     acked: dict[str, dict[str, int]] = {f"k{i}": {"i": i} for i in range(150)}
     rng = random.Random(os.environ.get("HRM_TEST_SEED", "40"))
     mid_rotation = 0

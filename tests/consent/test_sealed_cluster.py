@@ -18,7 +18,7 @@ import redis
 from hrm_memory import FileKeys, KeyUnavailable, MemoryManager
 from hrm_memory.storage.redis.keys import KeyLayout
 from hrm_memory.storage.sealed.backend import Cipher
-from tests.helpers.sealed import CANARY, NS, SPEC, fill, key_file, needs_redis
+from tests.helpers.sealed import CANARY, NS, SPEC, fill, store_key_file, needs_redis
 
 SEALED = re.compile(rb"hrmenc:1:[0-9a-f]+:[A-Za-z0-9+/]+=*")
 
@@ -87,7 +87,7 @@ def test_a_cluster_holds_no_plaintext_and_a_stopped_replica_yields_nothing_after
                 assert mm.read(NS, "early") == {"text": CANARY + " before consent"}  # persisted on grant
                 _save(nodes)
                 _no_plaintext(nodes)  # every key, stream, AOF and RDB of the 6 nodes: ciphertext only
-                key_file = key_file(mm)
+                key_file = store_key_file(mm)
                 saved_keys = tmp_path / "saved-keys.json"
                 shutil.copy2(key_file, saved_keys)
                 live = KeyLayout(prefix, True).of(NS).live

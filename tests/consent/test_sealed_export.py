@@ -28,7 +28,7 @@ from hrm_memory import (
 from hrm_memory.storage.sealed.backend import parse
 from hrm_memory.storage.sealed.keys import DataKey, make_keyring
 from tests.helpers.canary import files_holding
-from tests.helpers.sealed import CANARY, NS, SPEC, fill, key_file
+from tests.helpers.sealed import CANARY, NS, SPEC, fill, store_key_file
 
 PASSPHRASE = "a passphrase for sealed exports"
 
@@ -65,7 +65,7 @@ def _read_all(mm: MemoryManager, expected: dict[str, object]) -> None:
 def test_an_export_holds_ciphertext_and_the_keys_only_when_asked(tmp_path: Path) -> None:
     root, _ = _exported_store(tmp_path)
     with MemoryManager(root) as mm:
-        key_file = key_file(mm)
+        key_file = store_key_file(mm)
         stored = {st.key: st.value for st in mm.backend.scan(NS, include_cold=True)}
     secrets = [base64.b64decode(s) for s in json.loads(key_file.read_text())["groups"]["conversation"]["keys"].values()]
     (kid,) = json.loads(key_file.read_text())["groups"]["conversation"]["keys"]

@@ -32,7 +32,7 @@ def fill(mm: MemoryManager, n: int = 6) -> dict[str, object]:
     return expected
 
 
-def key_file(mm: MemoryManager) -> Path:
+def store_key_file(mm: MemoryManager) -> Path:
     """The store's default key file: under $HRM_MEMORY_KEYS, named by the store's id, 0600."""
     provider = mm.keys
     assert isinstance(provider, FileKeys)
