@@ -445,6 +445,11 @@ class AsyncMemoryManager(AsyncOperations):
     def __repr__(self) -> str:
         return f"AsyncMemoryManager({self.manager!r})"
 
+    def runner(self, hrm: str | None = None) -> Callable[..., Any]:
+        """See :meth:`MemoryManager.runner`: the same blocking ``run(op)``
+        (the async operations run it on this manager's worker threads)."""
+        return self.manager.runner(hrm)
+
     def scope(self, hrm: str) -> AsyncScope:
         """See :meth:`MemoryManager.scope`."""
         self.manager.scope(hrm)  # checks the HRM

@@ -15,9 +15,9 @@ from hrm_memory.manager import Consent, Scope
 from tests.helpers.legacy import DATA
 
 #: Sync names whose async twin has another name, or that stay sync on both
-#: (building a handle, a property).
+#: (building a handle, handing out the pipeline's run, a property).
 RENAMED = {"close": "aclose"}
-SYNC_ON_BOTH = {"scope", "closed"}
+SYNC_ON_BOTH = {"scope", "runner", "closed"}
 
 
 def _public(cls: type) -> dict[str, inspect.Signature | None]:
