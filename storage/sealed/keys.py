@@ -118,6 +118,23 @@ def _groups_of(data: Any, where: str) -> dict[str, dict[str, Any]]:
     return data
 
 
+def _drop_keys(groups: dict[str, dict[str, Any]], group: str, key_ids: list[str] | None, *, drop_empty: bool) -> int:
+    """Remove ``key_ids`` (None: every key) of ``group`` from a keyring's
+    groups; the group's current key goes with them, and (``drop_empty``) the
+    group once it holds none. Returns how many keys went."""
+    g = groups.get(group)
+    if g is None:
+        return 0
+    gone = list(g["keys"]) if key_ids is None else [k for k in key_ids if k in g["keys"]]
+    for k in gone:
+        del g["keys"][k]
+    if g.get("current") in gone:
+        g["current"] = None
+    if drop_empty and not g["keys"]:
+        del groups[group]
+    return len(gone)
+
+
 def _secret(b64: Any, where: str) -> bytes:
     try:
         raw = base64.b64decode(b64, validate=True)
@@ -271,17 +288,7 @@ class FileKeys:
             return 0
 
         def edit(groups: dict[str, dict[str, Any]]) -> int:
-            g = groups.get(group)
-            if g is None:
-                return 0
-            gone = list(g["keys"]) if key_ids is None else [k for k in key_ids if k in g["keys"]]
-            for k in gone:
-                del g["keys"][k]
-            if g.get("current") in gone:
-                g["current"] = None
-            if not g["keys"]:
-                del groups[group]
-            return len(gone)
+            return _drop_keys(groups, group, key_ids, drop_empty=True)
 
         return self._change(edit)  # type: ignore[no-any-return]
 
@@ -351,15 +358,7 @@ class EnvKeys:
 
     def destroy(self, group: str, key_ids: list[str] | None = None) -> int:
         with self._lock:
-            g = self._groups.get(group)
-            if g is None:
-                return 0
-            gone = list(g["keys"]) if key_ids is None else [k for k in key_ids if k in g["keys"]]
-            for k in gone:
-                del g["keys"][k]
-            if g.get("current") in gone:
-                g["current"] = None
-            return len(gone)
+            return _drop_keys(self._groups, group, key_ids, drop_empty=False)
 
 
     def adopt(self, group: str, key: DataKey, current: bool) -> None:
