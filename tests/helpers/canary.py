@@ -12,6 +12,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 FRAME_MAGIC = b"HRMc"
 
@@ -50,3 +51,25 @@ def files_holding(root: Path | str, *needles: bytes | str, skip: tuple[str, ...]
             if any(n in data for n in raw):
                 found.append(rel)
     return sorted(found)
+
+
+def redis_key_parts(client: Any, name: bytes) -> list[bytes]:
+    """What one Redis key holds, as byte strings to search: its DUMP (what an
+    RDB holds; large values LZF-compressed there) and its contents read back
+    by type (hash fields and values, a string, set members, list items,
+    stream entries' fields and values)."""
+    kind = client.type(name)
+    parts: list[bytes] = [client.dump(name) or b""]
+    if kind == b"hash":
+        for f, v in client.hgetall(name).items():
+            parts += [f, v]
+    elif kind == b"string":
+        parts.append(client.get(name) or b"")
+    elif kind == b"set":
+        parts += list(client.smembers(name))
+    elif kind == b"list":
+        parts += list(client.lrange(name, 0, -1))
+    elif kind == b"stream":
+        for _id, fields in client.xrange(name):
+            parts += [b for kv in fields.items() for b in kv]
+    return parts

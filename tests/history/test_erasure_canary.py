@@ -32,7 +32,7 @@ import pytest
 import redis
 
 from hrm_memory import CorruptRecord, MemoryManager, MemoryStoreError, NamespaceSpec, setup_tracing
-from tests.helpers.canary import files_holding
+from tests.helpers.canary import files_holding, redis_key_parts
 from tests.helpers.redis_server import RedisServer, require_redis
 
 #: Places under the root left out of the file grep: none. The recall index
@@ -72,20 +72,7 @@ def keys_holding(client: redis.Redis, canary: Canary) -> list[str]:
     """Every key of one node (all prefixes: nothing may leak outside ours)."""
     hits = []
     for name in client.scan_iter(match="*", count=1000):
-        kind = client.type(name)
-        parts: list[bytes] = [name, client.dump(name) or b""]
-        if kind == b"hash":
-            for f, v in client.hgetall(name).items():
-                parts += [f, v]
-        elif kind == b"string":
-            parts.append(client.get(name) or b"")
-        elif kind == b"set":
-            parts += list(client.smembers(name))
-        elif kind == b"list":
-            parts += list(client.lrange(name, 0, -1))
-        elif kind == b"stream":
-            for _id, fields in client.xrange(name):
-                parts += [b for kv in fields.items() for b in kv]
+        parts = [name, *redis_key_parts(client, name)]
         hits += [f"{name.decode(errors='replace')} holds {n.decode()[:1]}-canary" for n in canary.needles
                  if any(n in part for part in parts)]
     return hits

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from hrm_memory import Keep, MemoryManager, NamespaceSpec
-from tests.helpers.canary import files_holding
+from tests.helpers.canary import files_holding, redis_key_parts
 from tests.helpers.redis_server import RedisServer, require_redis
 
 NS = "canary.notes"
@@ -98,27 +98,10 @@ def test_the_change_log_stays_readable_from_old_cursors_after_forget(tmp_path: P
 
 
 def _redis_holding(client: redis.Redis, prefix: str, needle: bytes) -> list[str]:
-    """Keys under ``prefix`` holding ``needle``: in their DUMP (what an RDB
-    would hold; large values are LZF-compressed there) or their contents
-    read back by type (fields and values, members, stream entries)."""
-    hits = []
-    for name in client.scan_iter(match=prefix + "*", count=1000):
-        kind = client.type(name)
-        parts: list[bytes] = [client.dump(name) or b""]
-        if kind == b"hash":
-            for f, v in client.hgetall(name).items():
-                parts += [f, v]
-        elif kind == b"string":
-            parts.append(client.get(name) or b"")
-        elif kind == b"set":
-            parts += list(client.smembers(name))
-        elif kind == b"stream":
-            for _id, fields in client.xrange(name):
-                if any(needle in v for v in fields.values()):
-                    hits.append(f"{name.decode()} entry {_id.decode()}")
-        if any(needle in part for part in parts):
-            hits.append(name.decode())
-    return hits
+    """Keys under ``prefix`` holding ``needle`` (in their DUMP or their
+    contents read back: ``redis_key_parts``)."""
+    return [name.decode() for name in client.scan_iter(match=prefix + "*", count=1000)
+            if any(needle in part for part in redis_key_parts(client, name))]
 
 
 def test_forget_leaves_no_byte_of_the_canary_in_redis(tmp_path: Path) -> None:
