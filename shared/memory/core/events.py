@@ -163,10 +163,11 @@ class EventBus:
         self._report_error = report_error
         self._subs: list[Subscription] = []
         self._remote: list[Subscription] = []
-        self._queue: deque[tuple[Event, list[Subscription]]] = deque()
-        #: How many events are queued for delivery (the pipeline asks after
-        #: every op and dispatches when there are some): a C call, no frame.
-        self.queued: Callable[[], int] = self._queue.__len__
+        #: Events awaiting delivery, in commit order. Others only test it for
+        #: emptiness (the pipeline, after every op: dispatch when not empty,
+        #: one attribute read and no call on the hot path); the bus alone
+        #: appends and pops.
+        self.queue: deque[tuple[Event, list[Subscription]]] = deque()
         #: True while a subscription is live: a writer that knows no commit
         #: listener follows its namespace may skip :meth:`record` otherwise.
         self.subscribed = False
@@ -186,7 +187,7 @@ class EventBus:
     @property
     def pending(self) -> bool:
         """Events are queued for delivery (the pipeline dispatches after the lock)."""
-        return bool(self._queue)
+        return bool(self.queue)
 
     @property
     def subscriptions(self) -> tuple[Subscription, ...]:
@@ -287,7 +288,7 @@ class EventBus:
             event = Event(op, namespace, key, version, trace_id, "local")
             matched = [s for s in subs if s.matches(event)]
             if matched:
-                self._queue.append((event, matched))
+                self.queue.append((event, matched))
 
     def dispatch(self) -> None:
         """Deliver queued events; called after the namespace lock is released.
@@ -295,13 +296,13 @@ class EventBus:
         One thread at a time delivers, in queue order; a callback that writes
         to the store only queues (the outer loop delivers it next)."""
         me = threading.get_ident()
-        while self._queue:
+        while self.queue:
             if self._dispatch_owner == me or not self._dispatching.acquire(blocking=False):
                 return
             self._dispatch_owner = me
             try:
-                while self._queue:
-                    event, subs = self._queue.popleft()
+                while self.queue:
+                    event, subs = self.queue.popleft()
                     for sub in subs:
                         if sub.active:
                             self._call(sub, event)

@@ -55,7 +55,7 @@ class Pipeline:
         self.components = tuple(components)
         self.tracing = core.tracing
         self.bus = core.bus
-        self.queued = core.bus.queued
+        self.queue = core.bus.queue
         table: Handlers = {}
         for component in self.components:
             for kind, entry in component.handlers().items():
@@ -113,7 +113,7 @@ class Pipeline:
             raise
         if span is not None:
             span.end(attrs)
-        if self.queued():
+        if self.queue:
             self.bus.dispatch()
         return result
 
