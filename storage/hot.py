@@ -25,15 +25,20 @@ from typing import Any
 
 from hrm_memory.core.records import MISSING, Finding, Stored
 
-#: One hot record, as a plain tuple: the fields of its ``Stored`` (key,
-#: version, created_us, updated_us, value bytes, "hot"), then a private copy
-#: of the value (MISSING when none was given: decode the bytes) and that
-#: copy's plan. Not a ``Stored`` itself: a plain tuple is made in C, and
-#: the garbage collector stops tracking one that holds no container (a
-#: scalar value, or no copy), where it tracks a NamedTuple for good. (One
-#: holding its value's copy, a dict or a list, stays tracked: CPython
-#: untracks only tuples of atoms and untracked tuples.)
+#: One hot record, as a plain tuple:
+#: ``(key, version, created_us, updated_us, value, "hot", copy, plan)``: the
+#: fields of its ``Stored``, then a private copy of the value (MISSING when
+#: none was given: decode the bytes) and that copy's plan. Read by unpacking
+#: it into those names (``HotTier.store`` makes it, ``Records`` reads it).
+#: Not a NamedTuple: one is made per hot write, and making a NamedTuple
+#: costs about 6% of a hot write (BENCHMARKS.md, "Named state: instructions
+#: per operation before and after", row "hot entry as a NamedTuple"); and
+#: the garbage collector stops tracking a plain tuple that holds no
+#: container, where it tracks a NamedTuple for good.
 Entry = tuple[str, int, int, int, bytes, str, Any, Any]
+
+#: How many of an Entry's fields are a Stored's (``Stored`` of ``entry[:STORED]``).
+STORED = len(Stored._fields)
 
 _new = tuple.__new__  # Stored(...) without the Python-level __new__ of a NamedTuple
 
@@ -50,7 +55,7 @@ class HotTier:
     def get(self, namespace: str, key: str) -> Stored | None:
         ns = self._data.get(namespace)
         entry = None if ns is None else ns.get(key)
-        return None if entry is None else _new(Stored, entry[:6])
+        return None if entry is None else _new(Stored, entry[:STORED])
 
     def entry(self, namespace: str, key: str) -> Entry | None:
         """The :data:`Entry` of ``key`` (its ``Stored`` fields, then the
@@ -71,7 +76,7 @@ class HotTier:
         ``base_version`` (the version the key has in another tier) if higher.
         A read decodes ``value`` (see :meth:`store` for a kept copy)."""
         with self._lock:
-            return _new(Stored, self.store(namespace, key, value, now_us, MISSING, None, base_version)[:6])
+            return _new(Stored, self.store(namespace, key, value, now_us, MISSING, None, base_version)[:STORED])
 
     def store(
         self, namespace: str, key: str, value: bytes, now_us: int, obj: Any, plan: Any, base_version: int = 0
@@ -88,8 +93,8 @@ class HotTier:
             ns = self._data[namespace] = {}
         old = ns.get(key)
         if old is not None:
-            version = (old[1] if old[1] > base_version else base_version) + 1
-            created = old[2]
+            _, old_version, created, _, _, _, _, _ = old
+            version = (old_version if old_version > base_version else base_version) + 1
         else:
             gone = self._versions.pop((namespace, key), 0) if self._versions else 0
             version = (gone if gone > base_version else base_version) + 1
@@ -104,18 +109,19 @@ class HotTier:
             if entry is None:
                 return None
             # Versions keep counting across delete and re-create, as in warm.
-            self._versions[(namespace, key)] = entry[1] + 1
-            return _new(Stored, entry[:6])
+            stored: Stored = _new(Stored, entry[:STORED])
+            self._versions[(namespace, key)] = stored.version + 1
+            return stored
 
     def scan(self, namespace: str) -> Iterator[Stored]:
         ns = self._data.get(namespace)
-        return iter([_new(Stored, e[:6]) for e in ns.values()]) if ns else iter(())
+        return iter([_new(Stored, e[:STORED]) for e in ns.values()]) if ns else iter(())
 
     def oldest(self, namespace: str, n: int) -> list[Stored]:
         """The ``n`` records created first (a dict keeps insertion order, and
         an update keeps a key's place, so this is creation order)."""
         ns = self._data.get(namespace) or {}
-        return [_new(Stored, e[:6]) for e, _ in zip(ns.values(), range(n))]
+        return [_new(Stored, e[:STORED]) for e, _ in zip(ns.values(), range(n))]
 
     def count(self, namespace: str) -> int:
         return len(self._data.get(namespace) or ())

@@ -434,8 +434,8 @@ def test_tokens_saved_from_renames_is_the_count_of_the_two_texts(name: str, data
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_renames_of_a_hot_copy_is_the_loops_answer_for_any_record(name: str, data: st.DataObject) -> None:
-    """``Codec.renames_of_copy`` (set tests over a hot record's copy and its
-    plan) answers exactly as ``renames_of`` (a loop over the values) for
+    """``Codec.renames_of`` given a hot record's copy and its plan (set tests)
+    answers exactly as without the plan (a loop over the values) for
     records that mix names, codes and escapes with scalars and containers of
     every kind in every order: dicts (empty or not), arrays of scalars with
     or without a code, arrays of containers."""
@@ -448,7 +448,8 @@ def test_renames_of_a_hot_copy_is_the_loops_answer_for_any_record(name: str, dat
     value = data.draw(st.dictionaries(words, scalars | containers, max_size=6))
     raw = exact(value)
     copy, plan = snapshot(value)  # type: ignore[misc]
-    assert codec.renames_of_copy(copy, plan, raw) == codec.renames_of(copy, raw) == codec.renames_of(value, raw)
+    assert codec.renames_of(copy, raw, plan) == codec.renames_of(copy, raw) == codec.renames_of(value, raw)
+    assert codec.renames_of_copy(copy, plan, raw) == codec.renames_of(copy, raw, plan)
 
 
 @pytest.mark.parametrize("nested", [{}, {"k": 1}, {"k": "discovery"}, [], [{}], [["discovery"]], ["discovery"]],
@@ -456,18 +457,17 @@ def test_renames_of_a_hot_copy_is_the_loops_answer_for_any_record(name: str, dat
                               "list of a list", "list of a code"])
 @pytest.mark.parametrize("where", ["after a code", "before a code", "alone"])
 def test_renames_of_a_hot_copy_with_a_container_is_the_loops_answer(nested: Any, where: str) -> None:
-    """``Codec.renames_of_copy`` (a hot write's count) gives the answer of
-    ``renames_of`` for a record holding a container beside a coded string,
-    in either order: a container other than an array of scalars without a
-    code leaves the set tests to the loop. (A dict among the values after a
-    coded string once reached a comprehension that hashed every value:
-    ``TypeError: unhashable type: 'dict'``, found by the property above.)"""
+    """``Codec.renames_of`` with a hot copy's plan (a hot write's count) gives
+    the answer it gives without one for a record holding a container beside
+    a coded string, in either order: a container other than an array of scalars without a
+    code leaves the set tests to the loop (a dict among the values must
+    never be hashed: ``TypeError: unhashable type: 'dict'``)."""
     codec = CODECS["focus"]
     value = {"a": "discovery", "b": nested} if where == "after a code" else (
         {"b": nested, "a": "discovery"} if where == "before a code" else {"b": nested})
     raw = exact(value)
     copy, plan = snapshot(value)  # type: ignore[misc]
-    assert codec.renames_of_copy(copy, plan, raw) == codec.renames_of(copy, raw)
+    assert codec.renames_of(copy, raw, plan) == codec.renames_of(copy, raw)
 
 
 @pytest.mark.parametrize("place", ["first", "after a string", "after a number", "after true", "after null",

@@ -546,7 +546,7 @@ def _raw_version(mm: MemoryManager, ns: str, key: str) -> int:
     with b.lock:
         mm.backend.warm.files.refresh(b)
         e = b.index.get(key)
-    return 0 if e is None else e[1]
+    return 0 if e is None else e.version
 
 
 def read_log(path: str) -> list[Op]:

@@ -137,7 +137,7 @@ def test_forged_index_is_reported_by_check(root: Path) -> None:
         mm.read(NS, "k0")  # any read, so that the manager is fully open
         assert mm.backend.warm.files.full(b)  # type: ignore[attr-defined]
         keys = list(b.index)[1:]
-        offs = [b.index[k][4] for k in keys]
+        offs = [b.index[k].offset for k in keys]
         fd = os.open(b.path, os.O_RDONLY)
         try:
             data = bucket_index.encode(keys, offs, fd, os.fstat(fd), b.size, b.garbage)

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from hrm_memory.core.errors import InvalidNamespace
+from hrm_memory.core.records import MISSING
 
 #: The one reserved character: a key or string that starts with it was escaped.
 ESCAPE = "~"
@@ -207,7 +208,7 @@ class Codec:
             return _expand(value, self._key_in, self._str_in)
         return _planned(value, self._key_in, self._str_in, self._in_shapes, _expand)
 
-    def renames_of(self, value: Any, data: bytes) -> Renames | None:
+    def renames_of(self, value: Any, data: bytes, plan: Any = MISSING) -> Renames | None:
         """Every ``(name, code)`` rename :meth:`compact` makes of a dict
         record ``value`` encoded as ``data`` (its arrays may be lists or, as
         in a hot record's private copy, tuples): its keys that have an
@@ -217,11 +218,29 @@ class Codec:
         a dict, ``data`` holds a ``"~`` (a name to escape), or a value is a
         dict or an array holding a container. What a span's
         ``tokens_saved`` counts (``tokens.renamed``), and, found empty, the
-        cheap way to know a record needs no coding."""
+        cheap way to know a record needs no coding.
+
+        ``plan``: for a hot record's private copy, its copy plan
+        (``values.snapshot``). It lets the usual record be answered by set
+        tests in C: when the plan's containers are all arrays of scalars
+        holding no string with a code, every value is hashable, and one set
+        test tells that no value has a code (the answer is then the key
+        renames alone). Any other record takes the loop below."""
         if type(value) is not dict or (b"~" in data and b'"~' in data):
             return None
-        keys = self._keys_renamed(tuple(value))
+        keys = () if self._key_names.isdisjoint(value) else self._keys_renamed(tuple(value))
         codes = self._str_out
+        if plan is not MISSING:
+            names = self._str_names
+            plain = True
+            if plan:
+                for k, sub in plan:
+                    x = value[k]
+                    if sub or type(x) is not tuple or not names.isdisjoint(x):
+                        plain = False
+                        break
+            if plain and names.isdisjoint(value.values()):
+                return keys
         found: list[tuple[str, str]] = []
         for v in value.values():
             t = type(v)
@@ -241,30 +260,8 @@ class Codec:
         return keys + tuple(found) if found else keys
 
     def renames_of_copy(self, copy: Any, plan: Any, data: bytes) -> Renames | None:
-        """:meth:`renames_of` of a hot record's private copy (arrays are
-        tuples) given its copy plan (``values.snapshot``), found in C for
-        the usual record: its containers are the plan's entries, and when
-        each is an array of scalars holding no name with a code (one set
-        test each), every value is hashable and one set test tells whether
-        any value has a code or is one; the key renames are listed per key
-        sequence, and coded values, if any, by one comprehension. A dict
-        value, a container nested deeper or a coded string in an array is
-        left to :meth:`renames_of` (the same answer, by its loop)."""
-        if type(copy) is not dict or (b"~" in data and b'"~' in data):
-            return None
-        codes = self._str_names
-        if plan:
-            for k, sub in plan:
-                x = copy[k]
-                if sub or type(x) is not tuple or not codes.isdisjoint(x):
-                    return self.renames_of(copy, data)
-        # Now every value is a scalar or a tuple of scalars: hashable.
-        keys = () if self._key_names.isdisjoint(copy) else self._keys_renamed(tuple(copy))
-        if codes.isdisjoint(copy.values()):
-            return keys
-        # The codes' keys are strings, so "in" holds only for a string with a code.
-        out = self._str_out
-        return keys + tuple([(v, out[v]) for v in copy.values() if v in out])
+        """:meth:`renames_of` of a hot record's private copy and its copy plan."""
+        return self.renames_of(copy, data, plan)
 
     def _keys_renamed(self, shape: tuple[str, ...]) -> Renames:
         """The ``(key, alias)`` renames of a dict record whose keys are

@@ -39,6 +39,7 @@ from hrm_memory.tracing.spans import OpSpan, TokensSaved, current_trace_id
 
 _time_ns = time.time_ns
 _new = tuple.__new__  # a Stored from a hot entry's fields, without a Python-level __new__
+STORED = len(Stored._fields)  # a hot entry's first fields are a Stored's (storage/hot.py, Entry)
 
 
 class Records:
@@ -70,14 +71,22 @@ class Records:
     def close(self) -> None:
         pass
 
-    def _stored(self, namespace: str, key: str, scope: str | None) -> tuple[NamespaceSpec, Stored | None]:
-        """Validate, check the scope, find the record. A seed namespace is one
-        dict lookup; a usual key is checked in C (check_key says what is wrong)."""
+    def _spec_of(self, namespace: str, key: str) -> NamespaceSpec:
+        """The spec of ``namespace`` with ``key`` checked: what every record
+        operation starts with. A seed namespace is one dict lookup (a
+        namespace declared at run time is looked up again once
+        DECLARATIONS_RECHECK has passed); a usual key is checked in C
+        (check_key says what is wrong with another)."""
         spec = self.specs.get(namespace) if type(namespace) is str else None
         if spec is None or (namespace in self.runtime and _monotonic() - self.core.declared_at >= DECLARATIONS_RECHECK):
             spec = self.core.spec(namespace)
         if not (type(key) is str and 0 < len(key) <= 256 and key.isprintable()):
             check_key(key, namespace)
+        return spec
+
+    def _stored(self, namespace: str, key: str, scope: str | None) -> tuple[NamespaceSpec, Stored | None]:
+        """Validate, check the scope, find the record."""
+        spec = self._spec_of(namespace, key)
         if scope is not None:
             self.core.may_read(scope, namespace)
         return spec, (self.hot.get(namespace, key) if spec.tier == "hot" else self.core.lookup(spec, key))
@@ -101,8 +110,11 @@ class Records:
         }
 
     def _get(self, op: GetOp, scope: str | None, span: OpSpan | None) -> tuple[Any, Attrs]:
-        # The hot path (every turn of every HRM): _stored and decode spelled
-        # out, the cheaper read (BENCHMARKS.md, "Figures the code's comments rely on").
+        # The hot path (every turn of every HRM): _spec_of, the lookup of
+        # _stored and Core.decode spelled out for the common cases. Calling
+        # _spec_of here instead costs more than 5% of a hot read
+        # (BENCHMARKS.md, "Named state: instructions per operation before and
+        # after", row "hot read, _spec_of called").
         namespace, key, default, compact = op
         spec = self.specs.get(namespace) if type(namespace) is str else None
         if spec is None or (namespace in self.runtime and _monotonic() - self.core.declared_at >= DECLARATIONS_RECHECK):
@@ -116,11 +128,10 @@ class Records:
             entry = self.hot.entry(namespace, key)
             if entry is None:
                 return default, (None if span is None else self._read_attrs(spec, None))
-            obj = entry[6]
+            _, _, _, _, data, _, obj, plan = entry
             if obj is not MISSING and not (compact and spec.codec is not None):
                 # A private copy of the value as written: copy its containers.
                 # (Coded, asked for: coded from its JSON, below.)
-                plan = entry[7]
                 if plan is None:
                     value = obj  # a scalar
                 elif plan:
@@ -130,8 +141,8 @@ class Records:
                 if span is None:
                     return value, None
                 # _read_attrs of the entry, spelled out (no Stored made for a span)
-                return value, {"hrm.memory.hit": True, "hrm.memory.tier": "hot", "hrm.memory.bytes": len(entry[4])}
-            stored = _new(Stored, entry[:6])
+                return value, {"hrm.memory.hit": True, "hrm.memory.tier": "hot", "hrm.memory.bytes": len(data)}
+            stored = _new(Stored, entry[:STORED])
         elif spec.consent is None:
             stored = self.backend.get(spec.name, key)  # lookup(), for a namespace without a session-only copy
         else:
@@ -155,11 +166,7 @@ class Records:
     def _put(self, op: PutOp, scope: str | None, span: OpSpan | None) -> tuple[str, Attrs]:
         namespace, key, value, imported = op
         trace_id = span.trace_id if span is not None else current_trace_id(None)
-        spec = self.specs.get(namespace) if type(namespace) is str else None
-        if spec is None or (namespace in self.runtime and _monotonic() - self.core.declared_at >= DECLARATIONS_RECHECK):
-            spec = self.core.spec(namespace)
-        if not (type(key) is str and 0 < len(key) <= 256 and key.isprintable()):
-            check_key(key, namespace)
+        spec = self._spec_of(namespace, key)
         if scope is not None:
             self.core.may_write(scope, spec)
         if spec.tier == "hot":
@@ -176,20 +183,19 @@ class Records:
                 saved = TokensSaved(data, self.core.codec(spec), obj, plan)
             bus = self.bus
             with self.backend.lock(spec.name):
-                stored: Any = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)
+                entry = self.hot.store(spec.name, key, data, _time_ns() // 1000, obj, plan)
+                _, version, created_us, updated_us, _, tier, _, _ = entry
                 if bus.subscribed or spec.name in bus.followed:  # else record() has nothing to do
-                    bus.record("write", spec.name, key, stored[1], trace_id, False)
+                    bus.record("write", spec.name, key, version, trace_id, False)
         else:
             if spec.name == CONSENT_NAMESPACE:
                 self.core.may_change(spec, key)
             data, saved = self.core.encode(spec, key, value)
             with self.backend.lock(spec.name):
                 stored = self.core.commit(spec, key, data, imported)
-                self.bus.record("write", spec.name, key, stored.version, trace_id, stored.tier != "hot")
-        # ``stored`` is a Stored or (hot) a hot Entry, whose first six fields
-        # are a Stored's: read by position, (key, version, created_us,
-        # updated_us, value, tier).
-        if spec.max_keys is not None and stored[2] == stored[3]:  # only a new key can exceed the cap
+                version, created_us, updated_us, tier = stored.version, stored.created_us, stored.updated_us, stored.tier
+                self.bus.record("write", spec.name, key, version, trace_id, tier != "hot")
+        if spec.max_keys is not None and created_us == updated_us:  # only a new key can exceed the cap
             # A hot namespace is counted first (one dict length, no lock):
             # enforce_cap takes the lock and counts again only when over.
             if spec.tier != "hot" or self.hot.count(spec.name) > spec.max_keys:
@@ -197,10 +203,10 @@ class Records:
         attrs = None
         if span is not None:
             attrs = {
-                "hrm.memory.tier": stored[5],
+                "hrm.memory.tier": tier,
                 "hrm.memory.bytes": len(data),
-                "hrm.memory.version": stored[1],
-                "hrm.memory.persisted": stored[5] != "hot",
+                "hrm.memory.version": version,
+                "hrm.memory.persisted": tier != "hot",
                 "hrm.memory.tokens_saved": saved,
             }
             if imported:

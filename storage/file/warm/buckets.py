@@ -181,7 +181,8 @@ def _parse(data: bytes, log_fd: int | None, log_st: os.stat_result | None) -> Pe
     magic, fmt, flags, dev, ino, covered, garbage, n, head_crc, tail_crc, body_crc = _HEAD.unpack_from(data)
     if magic != MAGIC or fmt != FORMAT or flags & ~_WIDE:
         return None
-    if _HEAD_CRC.unpack_from(data, _HEAD.size)[0] != zlib.crc32(memoryview(data)[: _HEAD.size]):
+    (head_sum,) = _HEAD_CRC.unpack_from(data, _HEAD.size)
+    if head_sum != zlib.crc32(memoryview(data)[: _HEAD.size]):
         return None
     width = 8 if flags & _WIDE else 4
     body = memoryview(data)[HEADER_BYTES:]

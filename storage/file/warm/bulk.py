@@ -15,8 +15,8 @@ from hrm_memory.core.errors import CorruptRecord
 from hrm_memory.core.records import Stored
 
 from ...fsutil import storage_error
-from .files import BucketFiles
-from .format import parse_line
+from .files import BucketFiles, by_offset
+from .format import line_key, parse_line
 
 
 class BulkReads:
@@ -40,7 +40,7 @@ class BulkReads:
                 wanted = ("p", "a") if archived else ("p",)
                 if strict:
                     for k, e in b.index.items():
-                        if e[0] == "x" or (b.unknown_after >= 0 and e[4] < b.unknown_after and e[0] in wanted):
+                        if e.op == "x" or (b.unknown_after >= 0 and e.offset < b.unknown_after and e.op in wanted):
                             raise CorruptRecord(
                                 f"record {namespace}/{k!r} cannot be served: its newest line (or a line "
                                 f"that may be it) in {b.path.name} is damaged; run check(fix=True)",
@@ -49,12 +49,13 @@ class BulkReads:
                                 path=str(b.path),
                             )
                 entries = sorted(
-                    ((k, e) for k, e in b.index.items() if e[0] in wanted), key=lambda ke: ke[1][4]
+                    ((k, e) for k, e in b.index.items() if e.op in wanted), key=by_offset
                 )
                 if not entries:
                     continue
-                lo = entries[0][1][4]
-                hi = entries[-1][1][4] + entries[-1][1][5]
+                _, first = entries[0]
+                _, last = entries[-1]
+                lo, hi = first.offset, last.offset + last.length
                 fd = b.fd if b.fd is not None else self.files.open_existing(b)
                 try:
                     data = os.pread(fd, hi - lo, lo)
@@ -62,16 +63,17 @@ class BulkReads:
                     raise storage_error(exc, "read", b.path) from None
                 out = []
                 for k, e in entries:
-                    line = data[e[4] - lo : e[4] - lo + e[5]]
+                    line = data[e.offset - lo : e.offset - lo + e.length]
                     parsed = parse_line(line)
-                    if parsed is None or parsed[0][1] != k:
+                    if parsed is None or line_key(parsed) != k:
                         raise CorruptRecord(
                             f"record {namespace}/{k!r} failed its checksum on read",
                             namespace=namespace,
                             key=k,
                             path=str(b.path),
                         )
-                    out.append(Stored(k, e[1], e[2], e[3], parsed[1], "warm" if e[0] == "p" else "cold"))
+                    _, value = parsed
+                    out.append(Stored(k, e.version, e.created_us, e.updated_us, value, "warm" if e.op == "p" else "cold"))
             yield from out
 
     def keys(self, namespace: str) -> list[tuple[str, int, int]]:
@@ -82,7 +84,7 @@ class BulkReads:
         for b in self.files.buckets_of(namespace):
             with b.lock:
                 self.files.full(b)
-                out.extend((k, e[2], e[3]) for k, e in b.index.items() if e[0] == "p")
+                out.extend((k, e.created_us, e.updated_us) for k, e in b.index.items() if e.op == "p")
         return out
 
     def stats(self) -> dict[str, dict[str, int]]:
@@ -94,11 +96,11 @@ class BulkReads:
                     self.files.full(b)
                     size += b.size + b.tail
                     for e in b.index.values():
-                        if e[0] == "p":
+                        if e.op == "p":
                             live += 1
-                        elif e[0] == "a":
+                        elif e.op == "a":
                             archived += 1
-                        elif e[0] == "d":
+                        elif e.op == "d":
                             deleted += 1
             out[ns] = {"keys": live, "archived": archived, "deleted": deleted, "bytes": size}
         return out

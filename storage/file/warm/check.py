@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from hrm_memory.core.records import Finding
 
@@ -22,6 +23,13 @@ from .files import Bucket, BucketFiles, Entry
 from .format import Misfit, audit, lines, parse_line
 from .notes import alive_pid
 from .upkeep import Upkeep
+
+
+class Misplaced(NamedTuple):
+    """A misplaced line (its finding) and its bytes, on its way to its home bucket."""
+
+    misfit: Misfit
+    line: bytes
 
 
 class Checker:
@@ -167,15 +175,15 @@ class Checker:
                 if lost:
                     data = b"".join(b"\n" + os.pread(fd, m.length, m.offset) + b"\n" for m in lost)
                     quarantine(self.store_root, f"warm/{b.rel}", data, f"{kind}-{lost[0].offset}")
-            newest: dict[str, tuple[Misfit, bytes]] = {}
+            newest: dict[str, Misplaced] = {}
             for m in misplaced:
-                if m.key not in newest or m.version >= newest[m.key][0].version:
-                    newest[m.key] = (m, os.pread(fd, m.length, m.offset))
+                if m.key not in newest or m.version >= newest[m.key].misfit.version:
+                    newest[m.key] = Misplaced(m, os.pread(fd, m.length, m.offset))
         except OSError as exc:
             raise storage_error(exc, "move misplaced lines aside from", b.path) from None
-        homes: dict[int, list[tuple[Misfit, bytes]]] = {}
-        for m, line in newest.values():
-            homes.setdefault(m.home, []).append((m, line))
+        homes: dict[int, list[Misplaced]] = {}
+        for found in newest.values():
+            homes.setdefault(found.misfit.home, []).append(found)
         for home, group in sorted(homes.items()):
             hb = self.files.bucket(namespace, home)
             with hb.lock:
@@ -184,7 +192,7 @@ class Checker:
                 for m, line in group:
                     e = self.files.lookup(hb, m.key)
                     entry = _entry_of(line)
-                    if entry is not None and (e is None or (e[0] != "x" and m.version > e[1])):
+                    if entry is not None and (e is None or (e.op != "x" and m.version > e.version)):
                         moving.append((entry, m.key, line))
                 if not moving:
                     continue
@@ -192,15 +200,15 @@ class Checker:
                 for entry, key, line in moving:
                     old = hb.index.get(key)
                     if old is not None:
-                        hb.garbage += old[5] + 2
-                    hb.index[key] = (entry[0], entry[1], entry[2], entry[3], pos + 1, len(line))
+                        hb.garbage += old.length + 2
+                    hb.index[key] = entry._replace(offset=pos + 1)
                     pos += len(line) + 2
         for m in misplaced:
             b.index.pop(m.key, None)
         for key, (off, line) in current.items():
             entry = _entry_of(line)
             if entry is not None:
-                b.index[key] = (entry[0], entry[1], entry[2], entry[3], off, len(line))
+                b.index[key] = entry._replace(offset=off)
 
     def _check_index(self, namespace: str, path: Path, fix: bool) -> list[Finding]:
         """A persisted index: private, intact, and, where it is of the bucket
@@ -256,7 +264,8 @@ class Checker:
                     # the bucket's finding (corrupt-record), not the index's;
                     # reads through the index meet the damage and rescan.
                     return None
-                current[parsed[0][1]] = off
+                (_, key, _, _, _), _ = parsed
+                current[key] = off
             if bucket_index.load(bucket_index.index_path(b.path), fd, st) is None:
                 return "persisted index does not match the first bytes of its bucket file (rewritten in place?)"
         finally:
@@ -273,10 +282,10 @@ def _entry_of(line: bytes) -> Entry | None:
     parsed = parse_line(line)
     if parsed is None:
         return None
-    op, _, version, created, updated = parsed[0]
+    (op, _, version, created, updated), _ = parsed
     if op not in ("p", "d", "a") or not all(type(n) is int for n in (version, created, updated)):
         return None
-    return (op, version, created, updated, 0, len(line))
+    return Entry(op, version, created, updated, 0, len(line))
 
 
 def _hex2(name: str) -> bool:

@@ -7,7 +7,7 @@ closes their descriptors, keeps each index up to date with its file
 was appended; a reload from the persisted index or a full scan when the file
 was replaced), looks keys up (in memory, else through the persisted index),
 and appends record lines, moving a dead writer's torn tail aside first.
-See ``warm.py`` for the format and why it has this shape.
+See ``tier.py`` for the format and why it has this shape.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from hrm_memory.core.errors import StoreClosed
 
@@ -46,10 +47,40 @@ _crc32 = zlib.crc32
 
 FULL_CHECK_SECONDS = 1.0
 
-# Index entry: (op, version, created_us, updated_us, offset, length); offset
-# and length delimit the line between its two newlines. op "x" marks a key
-# whose newest line is damaged: reads raise CorruptRecord until it is rewritten.
-Entry = tuple[str, int, int, int, int, int]
+
+
+class Entry(NamedTuple):
+    """A key's entry in a bucket's index: the header of its newest line and
+    where that line is (``offset`` and ``length`` delimit it between its two
+    newlines). ``op`` is the line's: ``"p"``, ``"d"`` or ``"a"``; ``"x"``
+    marks a key whose newest line is damaged (reads raise CorruptRecord until
+    it is rewritten; ``version`` is then the newest intact one, 0 if none)."""
+
+    op: str
+    version: int
+    created_us: int
+    updated_us: int
+    offset: int
+    length: int
+
+
+def by_offset(item: tuple[str, Entry]) -> int:
+    """Sort key of an index item ``(key, entry)``: where its line is in the file."""
+    _, e = item
+    return e.offset
+
+
+class Found(NamedTuple):
+    """A key's entry and its value as a read through the persisted index found them."""
+
+    entry: Entry
+    value: bytes
+
+
+#: An Entry from its fields without the Python-level ``__new__`` of a
+#: NamedTuple: ``_new(Entry, (op, version, ...))``, where entries are made
+#: per line scanned and per write.
+_new = tuple.__new__
 
 
 def generations(path: str | Path) -> SharedCounters:
@@ -208,7 +239,8 @@ class BucketFiles:
         The index always describes the file behind ``b.fd``: a new inode at
         the path (a compaction in another process) is opened once and then
         scanned and read through that one descriptor, never by path again,
-        so an index can never be paired with another file's bytes."""
+        so an index can never be paired with another file's bytes.
+        WarmTier.get holds a copy of the check that answers without a stat."""
         if self.closed:
             raise StoreClosed("the memory manager is closed")
         gens = b.gens
@@ -281,11 +313,11 @@ class BucketFiles:
         e = b.index.get(key)
         if e is None and b.pidx is not None:
             found = self.from_persisted(b, key)
-            e = found[0] if found is not None else b.index.get(key)
+            e = found.entry if found is not None else b.index.get(key)
         return e
 
-    def from_persisted(self, b: Bucket, key: str, h: int = -1) -> tuple[Entry, bytes] | None:
-        """``(entry, value)`` of ``key``'s current line as the persisted
+    def from_persisted(self, b: Bucket, key: str, h: int = -1) -> Found | None:
+        """The entry and value of ``key``'s current line as the persisted
         index locates it (the entry is kept in memory), or None if the index
         has no such key (``h``: its hash if known). A line that fails its
         checksum, or a line the index points to that is not a line of the key
@@ -307,12 +339,12 @@ class BucketFiles:
                     raise storage_error(exc, "read", b.path) from None
             parsed = parse_line(line)
             if parsed is not None:
-                header = parsed[0]
-                if header[1] == key:
-                    e: Entry = (header[0], header[2], header[3], header[4], off, len(line))
+                (op, named, version, created_us, updated_us), value = parsed
+                if named == key:
+                    e: Entry = _new(Entry, (op, version, created_us, updated_us, off, len(line)))
                     b.index[key] = e
-                    return e, parsed[1]
-                if bucket_index.key_hash(header[1]) == h:
+                    return Found(e, value)
+                if bucket_index.key_hash(named) == h:
                     continue  # another key of the same hash
             log.warning("persisted index of %s does not match the bucket; rescanning it", b.rel)
             self.reload(b, use_index=False)
@@ -366,22 +398,21 @@ class BucketFiles:
                         # that key cannot be its newest: the damage is in the
                         # key (note)0000 read as note-0000), and the intact
                         # record must not be dropped with it.
-                        if old is None or old[0] == "x" or version > old[1]:
-                            index[key] = ("x", old[1] if old else 0, 0, 0, base + pos, nl - pos)
+                        if old is None or old.op == "x" or version > old.version:
+                            index[key] = _new(Entry, ("x", old.version if old else 0, 0, 0, base + pos, nl - pos))
                 else:
-                    header = parsed[0]
-                    key = header[1]
+                    (op, key, version, created_us, updated_us), _ = parsed
                     old = index.get(key)
                     if old is not None:
-                        b.garbage += old[5] + 2
-                    index[key] = (header[0], header[2], header[3], header[4], base + pos, nl - pos)
+                        b.garbage += old.length + 2
+                    index[key] = _new(Entry, (op, version, created_us, updated_us, base + pos, nl - pos))
             pos = nl + 1
             consumed = pos
 
     def read_line(self, b: Bucket, entry: Entry) -> bytes:
         fd = b.fd if b.fd is not None else self.open_existing(b)
         try:
-            return os.pread(fd, entry[5], entry[4])
+            return os.pread(fd, entry.length, entry.offset)
         except OSError as exc:
             raise storage_error(exc, "read", b.path) from None
 

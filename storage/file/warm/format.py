@@ -26,6 +26,7 @@ _CHUNK = 8 * 1024 * 1024
 
 
 def bucket_of(key: str) -> int:
+    """The bucket a key's lines go to (WarmTier.get computes it inline)."""
     return zlib.crc32(key.encode("utf-8", "surrogatepass")) % N_BUCKETS
 
 
@@ -52,9 +53,24 @@ def parse_line(line: bytes) -> tuple[list[Any], bytes] | None:
         header = orjson.loads(view[9:tab])
     except orjson.JSONDecodeError:
         return None
-    if type(header) is not list or len(header) != 5 or type(header[1]) is not str:
+    if type(header) is not list or len(header) != 5:
+        return None
+    _, key, _, _, _ = header
+    if type(key) is not str:
         return None
     return header, line[tab + 1 :]
+
+
+def line_key(parsed: tuple[list[Any], bytes]) -> Any:
+    """The key a parsed line (``parse_line``) names."""
+    (_, key, _, _, _), _ = parsed
+    return key
+
+
+def is_line_of(parsed: tuple[list[Any], bytes], key: str, version: int) -> bool:
+    """Whether a parsed line (``parse_line``) is the line of ``key`` at ``version``."""
+    (_, named, named_version, _, _), _ = parsed
+    return bool(named == key and named_version == version)
 
 
 def salvage(line: bytes) -> tuple[str, int] | None:
@@ -64,9 +80,10 @@ def salvage(line: bytes) -> tuple[str, int] | None:
         header = orjson.loads(line[9:tab] if tab > 0 else line[9:])
     except orjson.JSONDecodeError:
         return None
-    if type(header) is list and len(header) == 5 and type(header[1]) is str and type(header[2]) is int:
-        return header[1], header[2]
-    return None
+    if type(header) is not list or len(header) != 5:
+        return None
+    _, key, version, _, _ = header
+    return (key, version) if type(key) is str and type(version) is int else None
 
 
 def lines(fd: int, start: int, end: int) -> Iterator[tuple[int, bytes]]:
@@ -146,8 +163,7 @@ def audit(
         parsed = parse_line(line)
         if parsed is None:
             continue  # damaged: reported as corrupt-record
-        header = parsed[0]
-        key, version = header[1], header[2]
+        (_, key, version, _, _), _ = parsed
         if type(version) is not int:
             continue
         home = bucket_of(key)

@@ -69,9 +69,11 @@ from ..locks import NamespaceLocks
 from .bulk import BulkReads
 from .check import Checker
 from .files import FULL_CHECK_SECONDS, Bucket, BucketFiles, Entry, generations
-from .format import N_BUCKETS, bucket_of, encode_line, parse_line
+from .format import N_BUCKETS, bucket_of, encode_line, is_line_of, parse_line
 from .notes import WriterNotes
 from .upkeep import Upkeep
+
+_crc32 = zlib.crc32
 
 __all__ = [
     "COMPACT_MIN_GARBAGE", "FULL_CHECK_SECONDS", "N_BUCKETS", "Cache", "WarmTier", "generations", "bucket_of",
@@ -81,8 +83,7 @@ __all__ = [
 log = logging.getLogger("hrm_memory.warm")
 
 COMPACT_MIN_GARBAGE = 256 * 1024
-_crc32 = zlib.crc32  # bucket_of, spelled out in get
-_new = tuple.__new__  # a Stored without the Python-level __new__ of a NamedTuple
+_new = tuple.__new__  # a Stored or an Entry without the Python-level __new__ of a NamedTuple
 
 
 class Cache(Protocol):
@@ -140,13 +141,13 @@ class WarmTier:
             if old is None:
                 version, created = max(1, min_version), first
             else:
-                version = max(old[1] + 1, min_version)
-                created = old[2] if old[0] in ("p", "a") else first
+                version = max(old.version + 1, min_version)
+                created = old.created_us if old.op in ("p", "a") else first
             line = encode_line("p", key, version, created, now_us, value)
             offset, length = self.files.append(namespace, b, line) + 1, len(line) - 2
             if old is not None:
-                b.garbage += old[5] + 2
-            b.index[key] = ("p", version, created, now_us, offset, length)
+                b.garbage += old.length + 2
+            b.index[key] = _new(Entry, ("p", version, created, now_us, offset, length))
             stored = _new(Stored, (key, version, created, now_us, value, "warm"))
             if self.cache is not None:
                 self.cache.put((namespace, key), stored)
@@ -159,14 +160,14 @@ class WarmTier:
             if not self.files.refresh(b):
                 return None
             old = self.files.lookup(b, key)
-            if old is None or old[0] == "d":
+            if old is None or old.op == "d":
                 return None
-            line = encode_line("d", key, old[1] + 1, old[2], now_us, b"")
+            line = encode_line("d", key, old.version + 1, old.created_us, now_us, b"")
             offset, length = self.files.append(namespace, b, line) + 1, len(line) - 2
-            b.garbage += old[5] + 2
-            b.index[key] = ("d", old[1] + 1, old[2], now_us, offset, length)
+            b.garbage += old.length + 2
+            b.index[key] = Entry("d", old.version + 1, old.created_us, now_us, offset, length)
             self._maybe_compact(namespace, b)
-            return Stored(key, old[1], old[2], old[3], b"", "cold" if old[0] == "a" else "warm")
+            return Stored(key, old.version, old.created_us, old.updated_us, b"", "cold" if old.op == "a" else "warm")
 
     def mark_archived(self, namespace: str, items: list[tuple[str, int, bytes]]) -> list[str]:
         """Record that each ``(key, version, location)`` now lives in the cold
@@ -174,7 +175,8 @@ class WarmTier:
         marked. One write (and one sync) per bucket, not per record."""
         by_bucket: dict[int, list[tuple[str, int, bytes]]] = {}
         for item in items:
-            by_bucket.setdefault(bucket_of(item[0]), []).append(item)
+            key, _, _ = item
+            by_bucket.setdefault(bucket_of(key), []).append(item)
         marked: list[str] = []
         for idx, group in sorted(by_bucket.items()):
             b = self.files.bucket(namespace, idx)
@@ -184,16 +186,16 @@ class WarmTier:
                 olds: list[tuple[str, Entry]] = []
                 for key, version, location in group:
                     old = self.files.lookup(b, key)
-                    if old is None or old[0] != "p" or old[1] != version:
+                    if old is None or old.op != "p" or old.version != version:
                         continue
-                    lines.append(encode_line("a", key, version, old[2], old[3], location))
+                    lines.append(encode_line("a", key, version, old.created_us, old.updated_us, location))
                     olds.append((key, old))
                 if not lines:
                     continue
                 pos = self.files.append(namespace, b, b"".join(lines))
                 for (key, old), line in zip(olds, lines):
-                    b.garbage += old[5] + 2
-                    b.index[key] = ("a", old[1], old[2], old[3], pos + 1, len(line) - 2)
+                    b.garbage += old.length + 2
+                    b.index[key] = old._replace(op="a", offset=pos + 1, length=len(line) - 2)
                     pos += len(line)
                     marked.append(key)
                 self._maybe_compact(namespace, b)
@@ -202,8 +204,12 @@ class WarmTier:
     # -- reading -------------------------------------------------------------
 
     def get(self, namespace: str, key: str) -> Stored | None:
-        # The read path, with BucketFiles.bucket's, bucket_of's and refresh's common
-        # cases spelled out (one Python call each fewer per read).
+        # The common cases of BucketFiles.bucket, bucket_of and
+        # BucketFiles.refresh are spelled out here, the one place they are:
+        # three Python calls fewer a read, what the row "warm read, bucket_of
+        # and refresh called" of BENCHMARKS.md's "Named state: instructions
+        # per operation" measures.
+        # A change to any of them changes this copy too.
         files = self.files
         h = _crc32(key.encode("utf-8", "surrogatepass"))
         b = files.buckets.get((namespace, h % N_BUCKETS))
@@ -222,8 +228,11 @@ class WarmTier:
             value = None
             if e is None and b.pidx is not None:
                 found = files.from_persisted(b, key, h)
-                e, value = found if found is not None else (b.index.get(key), None)
-            if b.unknown_after >= 0 and (e is None or e[4] < b.unknown_after):
+                if found is not None:
+                    e, value = found
+                else:
+                    e = b.index.get(key)
+            if b.unknown_after >= 0 and (e is None or e.offset < b.unknown_after):
                 # Never answer with what may be an older version (or a false
                 # "absent") while an unreadable newer line could be this key's.
                 raise CorruptRecord(
@@ -234,9 +243,12 @@ class WarmTier:
                     key=key,
                     path=str(b.path),
                 )
-            if e is None or e[0] == "d":
+            if e is None:
                 return None
-            if e[0] == "x":
+            op = e.op
+            if op == "d":
+                return None
+            if op == "x":
                 raise CorruptRecord(
                     f"record {namespace}/{key!r} is damaged on disk (checksum mismatch); "
                     "run check(fix=True) to move it aside",
@@ -245,35 +257,37 @@ class WarmTier:
                     path=str(b.path),
                 )
             cache = self.cache
+            version = e.version
             if value is None:
                 if cache is not None:
                     hit = cache.get((namespace, key))
-                    if hit is not None and hit.version == e[1] and hit.updated_us == e[3] and e[0] == "p":
+                    if hit is not None and hit.version == version and hit.updated_us == e.updated_us and op == "p":
                         return hit
                 fd = b.fd if b.fd is not None else files.open_existing(b)
                 try:
-                    line = os.pread(fd, e[5], e[4])
+                    line = os.pread(fd, e.length, e.offset)
                 except OSError as exc:
                     raise storage_error(exc, "read", b.path) from None
                 parsed = parse_line(line)
-                if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
+                if parsed is None or not is_line_of(parsed, key, version):
                     # The bytes are not the record the index promised: the
                     # file was damaged after indexing. Re-index from scratch.
                     files.reload(b, use_index=False)
                     e = b.index.get(key)
-                    if e is None or e[0] == "d":
+                    if e is None or e.op == "d":
                         return None
-                    parsed = parse_line(files.read_line(b, e)) if e[0] != "x" else None
-                    if parsed is None or parsed[0][1] != key or parsed[0][2] != e[1]:
+                    op, version = e.op, e.version
+                    parsed = parse_line(files.read_line(b, e)) if op != "x" else None
+                    if parsed is None or not is_line_of(parsed, key, version):
                         raise CorruptRecord(
                             f"record {namespace}/{key!r} failed its checksum on read",
                             namespace=namespace,
                             key=key,
                             path=str(b.path),
                         )
-                value = parsed[1]
-            tier = "warm" if e[0] == "p" else "cold"
-            stored = _new(Stored, (key, e[1], e[2], e[3], value, tier))
+                _, value = parsed
+            tier = "warm" if op == "p" else "cold"
+            stored = _new(Stored, (key, version, e.created_us, e.updated_us, value, tier))
             if cache is not None and tier == "warm":
                 cache.put((namespace, key), stored)
             return stored

@@ -25,8 +25,8 @@ from hrm_memory.core.errors import MemoryStoreError
 from . import buckets as bucket_index
 from ...fsutil import FILE_MODE, NOFOLLOW, fsync_dir, quarantine, storage_error, temp_path
 from ..locks import NamespaceLocks
-from .files import Bucket, BucketFiles, Entry
-from .format import bucket_of, parse_line, read_line_at
+from .files import Bucket, BucketFiles, Entry, by_offset
+from .format import bucket_of, line_key, parse_line, read_line_at
 from .notes import WriterNotes
 
 log = logging.getLogger("hrm_memory.warm")
@@ -74,7 +74,7 @@ class Upkeep:
                     quarantine(self.store_root, f"warm/{b.rel}", os.pread(fd, length, off), f"corrupt-{off}")
             except OSError as exc:
                 raise storage_error(exc, "move damaged bytes aside from", b.path) from None
-            live = sorted(b.index.items(), key=lambda ke: ke[1][4])
+            live = sorted(b.index.items(), key=by_offset)
             # Noted in run/ before the temp exists, so that if this process
             # dies here the next open removes the temp (a compacting process
             # that never appended to the bucket has no note of its own).
@@ -87,12 +87,12 @@ class Upkeep:
                 try:
                     chunks = []
                     for k, e in live:
-                        if e[0] == "x" or (e[0] == "d" and (drop_deleted or k in forget)):
+                        if e.op == "x" or (e.op == "d" and (drop_deleted or k in forget)):
                             continue
-                        line = os.pread(fd, e[5], e[4])
+                        line = os.pread(fd, e.length, e.offset)
                         chunks.append(b"\n" + line + b"\n")
-                        new_index[k] = (e[0], e[1], e[2], e[3], pos + 1, e[5])
-                        pos += e[5] + 2
+                        new_index[k] = e._replace(offset=pos + 1)
+                        pos += e.length + 2
                         if len(chunks) >= 4096:
                             _write_all(out, b"".join(chunks))
                             chunks = []
@@ -149,7 +149,7 @@ class Upkeep:
             return
         if not bucket_index.lags(b.idx_covered, b.size):
             return
-        if any(e[0] == "x" for e in b.index.values()):
+        if any(e.op == "x" for e in b.index.values()):
             return
         try:
             st = os.fstat(b.fd)
@@ -162,20 +162,21 @@ class Upkeep:
                 self.files.scan_into(b, b.size, st.st_size)
                 if b.corrupt or b.unknown_after >= 0:
                     return
-            if any(e[4] >= b.size for e in b.index.values()):
+            if any(e.offset >= b.size for e in b.index.values()):
                 return
             pidx = b.pidx
             if pidx is None:
                 keys = list(b.index)
-                offs = [e[4] for e in b.index.values()]
+                offs = [e.offset for e in b.index.values()]
                 data = bucket_index.encode(keys, offs, b.fd, st, b.size, b.garbage)
             else:
-                appended = {k: e[4] for k, e in b.index.items() if e[4] >= pidx.covered}
+                appended = {k: e.offset for k, e in b.index.items() if e.offset >= pidx.covered}
                 fd = b.fd
                 merged = bucket_index.merge(pidx, appended, lambda off: _key_at(fd, off))
                 if merged is None:
                     return
-                data = bucket_index.encode_hashed(merged[0], merged[1], fd, st, b.size, b.garbage)
+                hashes, offsets = merged
+                data = bucket_index.encode_hashed(hashes, offsets, fd, st, b.size, b.garbage)
             bucket_index.write(bucket_index.index_path(b.path), data)
         except OSError as exc:
             log.info("persisted index of %s not written: %s", b.rel, exc)
@@ -234,7 +235,7 @@ class Upkeep:
 def _key_at(fd: int, off: int) -> str | None:
     """The key of the line at ``off``, None if it is damaged."""
     parsed = parse_line(read_line_at(fd, off))
-    return None if parsed is None else str(parsed[0][1])
+    return None if parsed is None else str(line_key(parsed))
 
 
 def _write_all(fd: int, data: bytes) -> None:
