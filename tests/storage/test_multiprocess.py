@@ -20,7 +20,6 @@ import json
 import os
 import random
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from hrm_memory import CorruptRecord, MemoryManager
+from tests.helpers.killed_writer import ChildLines
 from tests.helpers.mp_workers import (
     SPECS,
     Op,
@@ -236,20 +236,10 @@ def test_mixed_stress_replay_agrees(tmp_path: Path) -> None:
 class CrashWorker:
     def __init__(self, root: Path, seed: int, wid: int, nops: int) -> None:
         self.proc = spawn("crashmix", str(root), str(seed), str(wid), str(nops))
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            if line == "READY":
-                self.ready.set()
-            else:
-                self.lines.append(line)
-        self.ready.set()
+        self.child = ChildLines(self.proc.stdout)
+        self.lines = self.child.lines
+        self.ready = self.child.ready
 
     def go(self) -> None:
         assert self.proc.stdin is not None
@@ -260,7 +250,7 @@ class CrashWorker:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         dead_at = time.monotonic()
-        self.reader.join(timeout=10)
+        self.child.thread.join(timeout=10)
         self._close()
         return dead_at
 
@@ -269,7 +259,7 @@ class CrashWorker:
         self.proc.stdin.close()
         err = self.proc.stderr.read() if self.proc.stderr else ""
         self.proc.wait(timeout=120)
-        self.reader.join(timeout=10)
+        self.child.thread.join(timeout=10)
         self._close()
         assert self.proc.returncode == 0 and "Traceback" not in err, f"survivor failed:\n{err}"
         assert self.lines and self.lines[-1] == "DONE", "survivor did not finish its work"
