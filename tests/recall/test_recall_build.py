@@ -17,6 +17,7 @@ import pytest
 from hrm_memory import MemoryManager, NamespaceSpec
 from hrm_memory.recall import index as recall_index
 from hrm_memory.recall import textindex
+from hrm_memory.storage.file.backend import FileBackend
 from tests.helpers.redis_server import require_redis
 
 NS = "t.notes"
@@ -107,3 +108,40 @@ def test_close_still_catches_up_with_a_purge_made_elsewhere(tmp_path: Path) -> N
         assert mm.read("focus.conversation", "c1") is None
     for f in (a / "index").iterdir():
         assert canary.encode() not in f.read_bytes(), f
+
+
+def test_a_first_build_compares_one_namespace_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catch-up streams the keys to index: a namespace's records are read
+    from the store just before they are indexed, so a whole store's keys are
+    never held at once; the rows are those of one build at once."""
+    names = [f"t{i}.notes" for i in range(4)]
+    keys = [f"k{i:03d}" for i in range(60)]
+    for root in ("streamed", "at_once"):
+        with MemoryManager(tmp_path / root, durability="flush") as mm:
+            for ns in names:
+                mm.declare(NamespaceSpec(ns, index=("$",)))
+                for key in keys:
+                    mm.write(ns, key, {"text": f"alpha {ns} {key}"})
+    with MemoryManager(tmp_path / "at_once") as mm:
+        assert mm.recall("alpha", namespaces="*.notes")
+    scanned: list[str] = []
+    applied: list[int] = []  # how many namespaces were read when each batch was written
+    real_scan, real_apply = FileBackend.scan, textindex.TextIndex.apply
+
+    def scan(self: FileBackend, namespace: str, **kwargs: Any) -> Any:
+        scanned.append(namespace)
+        return real_scan(self, namespace, **kwargs)
+
+    def apply(self: textindex.TextIndex, upserts: Any, *args: Any, **kwargs: Any) -> None:
+        if upserts and self.persistent:
+            applied.append(len(set(scanned) & set(names)))
+        real_apply(self, upserts, *args, **kwargs)
+
+    monkeypatch.setattr(FileBackend, "scan", scan)
+    monkeypatch.setattr(textindex.TextIndex, "apply", apply)
+    monkeypatch.setattr(recall_index, "INDEX_BATCH", 25)
+    with MemoryManager(tmp_path / "streamed") as mm:
+        assert mm.recall("alpha", namespaces="*.notes")
+    assert set(names) <= set(scanned)
+    assert applied[0] == 1 and applied == sorted(applied) and len(applied) >= 4 * 3
+    assert _rows(tmp_path / "streamed") == _rows(tmp_path / "at_once")

@@ -10,8 +10,11 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.recall import text as rt
 from hrm_memory.recall import textindex
 
 NS = "t.notes"
@@ -133,3 +136,25 @@ def test_a_bulk_catch_up_leaves_one_segment_and_few_changes_do_not_merge(tmp_pat
             mm.write(NS, f"late{i}", {"text": f"amber late {i}"})
         assert mm.recall("amber late", namespaces=NS, k=3)[0].key.startswith("late")
     assert segments() == 2  # the new rows' own segment, left to FTS5's merging
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdeilnorsuyz0123456789", min_size=1, max_size=12))
+def test_a_light_stem_keeps_its_words_first_three_letters(word: str) -> None:
+    """What exact scoring and coverage rely on to stem only the words of a
+    text that can match a query word: a word's light stem starts with its
+    first three letters (the suffix endings and the "ies" -> "y" case are in
+    the alphabet)."""
+    assert rt.light_stem(word)[:3] == word[:3]
+
+
+def test_exact_scores_count_a_word_in_every_form(tmp_path: Path) -> None:
+    """bm25 of an exact match counts the query word in each of its forms
+    (the text's other words, and its key's, are skipped unstemmed): the
+    passage saying the word four times ranks above a shorter one saying it once."""
+    with MemoryManager(tmp_path / "root", durability="flush") as mm:
+        mm.declare(NamespaceSpec(NS, index=("text",)))
+        mm.write(NS, "once", {"text": "walking to the harbour with the dog"})
+        mm.write(NS, "often", {"text": "walking walked walks walk to the harbour with the dog"})
+        hits = mm.recall("walking harbour dog", namespaces=NS, k=2)
+        assert [h.key for h in hits] == ["often", "once"]

@@ -30,9 +30,10 @@ are given the RecallIndex.
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from hrm_memory.core.backend import RECOVER
@@ -213,19 +214,28 @@ class RecallIndex:
         return Doc(spec.name, st.key, st.version, st.created_us, st.updated_us, st.tier, kind, importance,
                    body, rt.context(spec.name, st.key, kind), None, parts)
 
-    def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None) -> None:
-        """Bring the index rows of ``pending`` keys in line with the store (leaving
-        out namespaces purged since they were read: purges.py), in batches of
-        :data:`INDEX_BATCH` keys, one transaction each, so that indexing a
-        whole store holds one batch of records in memory, not the store;
-        ``meta`` (the change-log cursor) is written with the last batch only,
-        so a process that dies part way leaves the cursor where it was (the
-        next one compares versions and indexes the rest)."""
+    def _index_keys(self, pending: set[tuple[str, str]], meta: dict[str, str] | None = None,
+                    streams: Sequence[Iterable[list[tuple[str, str]]]] = ()) -> None:
+        """Bring the index rows of ``pending`` keys, then of the keys the
+        ``streams`` yield (sorted batches, :meth:`stale_batches`), in line with
+        the store (leaving out namespaces purged since they were read:
+        purges.py), in batches of :data:`INDEX_BATCH` keys, one transaction
+        each, so that indexing a whole store holds one batch of records and
+        one namespace's stale keys in memory, not the store's; ``meta`` (the
+        change-log cursor) is written with the last batch only, so a process
+        that dies part way leaves the cursor where it was (the next one
+        compares versions and indexes the rest)."""
         ordered = sorted(pending)
-        batches = [ordered[i:i + INDEX_BATCH] for i in range(0, len(ordered), INDEX_BATCH)] or [[]]
-        del ordered
-        for n, batch in enumerate(batches):
-            self._index_batch(batch, meta if n == len(batches) - 1 else None)
+        first = (ordered[i:i + INDEX_BATCH] for i in range(0, len(ordered), INDEX_BATCH))
+        rest = ([k for k in batch if k not in pending] for stream in streams for batch in stream)
+        held: list[tuple[str, str]] | None = None
+        for batch in itertools.chain(first, rest):
+            if not batch:
+                continue
+            if held is not None:
+                self._index_batch(held, None)
+            held = batch
+        self._index_batch(held or [], meta)
 
     def _index_batch(self, pending: list[tuple[str, str]], meta: dict[str, str] | None) -> None:
         purged = purges.purged_since_now(self.core.backend) if self.disk is not None else None
@@ -262,6 +272,8 @@ class RecallIndex:
         again, purge_meta = purges.catch_up(self)  # rows of namespaces purged elsewhere dropped
         pending |= again
         meta: dict[str, str] | None = purge_meta or None
+        #: stale keys found by comparing the index with the store, streamed (a whole store's, on a first recall)
+        streams: list[Iterable[list[tuple[str, str]]]] = []
         indexed = [s for s in self.core.registry if s.index and s.tier != "hot"]
         if disk is not None and changes is not None:
             start = disk.meta("cursor")
@@ -279,39 +291,57 @@ class RecallIndex:
                                        if e.namespace in indexed_now and e.op != RECOVER)
                         # A writer died: its last commits may have no entry; look again.
                         dead = {e.namespace for e in events if e.op == RECOVER}
-                        pending.update(self.stale_keys([s for s in indexed if s.name in dead], full=False))
+                        streams.append(self.stale_batches([s for s in indexed if s.name in dead], full=False))
                 except (CursorExpired, InvalidCursor):
                     start = None
             if start is None:
                 end = changes.cursor()
-                pending.update(self.stale_keys(indexed, full=True))
+                streams.append(self.stale_batches(indexed, full=True))
                 self._reconciled = True
             if end is not None and end != start:
                 meta = {**(meta or {}), "cursor": end}
         if not self._reconciled and disk is not None and changes is None:
             # No change log: other processes' writes are seen once per process.
-            pending.update(self.stale_keys(indexed, full=False))
+            streams.append(self.stale_batches(indexed, full=False))
             self._reconciled = True
-        if pending or meta:
-            self._index_keys(pending, meta)
+        if pending or meta or streams:
+            self._index_keys(pending, meta, streams)
         if len(self._accessed) >= 256 and disk is not None:
             accessed, self._accessed = self._accessed, []
             disk.touch(accessed)
 
     def stale_keys(self, specs: list[NamespaceSpec], *, full: bool) -> set[tuple[str, str]]:
-        """Keys whose index rows differ from the store: every record (archived
-        ones too) when ``full``, else the live keys' update times."""
-        assert self.disk is not None
-        out: set[tuple[str, str]] = set()
+        """Keys whose index rows differ from the store (:meth:`stale_batches`), as one set."""
+        return {k for batch in self.stale_batches(specs, full=full) for k in batch}
+
+    def stale_batches(self, specs: list[NamespaceSpec], *, full: bool) -> Iterator[list[tuple[str, str]]]:
+        """Keys whose index rows differ from the store, in sorted batches of
+        :data:`INDEX_BATCH`, one namespace at a time (so a whole store's keys
+        are never held at once): every record (archived ones too) when
+        ``full``, else the live keys' update times."""
         for spec in specs:
-            have = self.disk.versions(spec.name)
-            if full:
-                live = {st.key: st.updated_us for st in self.core.backend.scan(spec.name, include_cold=True, strict=False)}
-            else:
-                live = {k: updated for k, _, updated in self.core.backend.keys(spec.name)}
-            out.update((spec.name, k) for k, updated in live.items() if have.get(k, (0, -1, ""))[1] != updated)
-            out.update((spec.name, k) for k, (_, _, tier) in have.items() if k not in live and (full or tier != "cold"))
-        return out
+            keys = self._stale(spec, full)
+            for i in range(0, len(keys), INDEX_BATCH):
+                yield [(spec.name, k) for k in keys[i:i + INDEX_BATCH]]
+
+    def _stale(self, spec: NamespaceSpec, full: bool) -> list[str]:
+        """The sorted keys of one namespace whose index rows differ from the
+        store: the store's records are streamed against the index's versions."""
+        assert self.disk is not None
+        have = self.disk.versions(spec.name)
+        live: Iterable[tuple[str, int]]
+        if full:
+            live = ((st.key, st.updated_us) for st in self.core.backend.scan(spec.name, include_cold=True, strict=False))
+        else:
+            live = ((k, updated) for k, _, updated in self.core.backend.keys(spec.name))
+        out: list[str] = []
+        for k, updated in live:
+            row = have.pop(k, None)
+            if row is None or row[1] != updated:
+                out.append(k)
+        out.extend(k for k, (_, _, tier) in have.items() if full or tier != "cold")
+        out.sort()
+        return [k for i, k in enumerate(out) if not i or out[i - 1] != k]
 
     def purge(self, namespace: str) -> None:
         self._epoch += 1

@@ -75,7 +75,9 @@ def stem(word: str) -> str:
 def light_stem(word: str) -> str:
     """A light suffix stem, for telling which query words a text holds
     ("walking", "walked" and "walks" are "walk"; "zq1" and "zq2" differ);
-    the index itself stems with Porter's algorithm."""
+    the index itself stems with Porter's algorithm. It always starts with
+    the word's first three letters (a suffix goes only when three remain),
+    which callers use to skip stemming words that cannot match."""
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
@@ -91,9 +93,10 @@ def coverer(terms: list[str], weights: dict[str, float] | None = None) -> Callab
         return lambda text: 0.0
     stems = [(light_stem(t), 1.0 if weights is None else weights.get(t, 1.0)) for t in terms]
     total = sum(w for _, w in stems) or 1.0
+    heads = {s[:3] for s, _ in stems}  # a stem keeps its word's first three letters: the others are not stemmed
 
     def cover(text: str) -> float:
-        have = {light_stem(w) for w in set(tokens(text))}
+        have = {light_stem(w) for w in set(tokens(text)) if w[:3] in heads}
         return sum(w for s, w in stems if s in have) / total
 
     return cover

@@ -726,13 +726,16 @@ class TextIndex:
                 marks, args = _in(ids)
                 texts = db.execute(f"SELECT rowid, body, ctx FROM fts WHERE rowid IN ({marks})", args).fetchall()
                 weight = {rt_stem(w): math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words}
+                # A word's light stem starts with its first three letters (a
+                # suffix goes only when three remain): the other words of a
+                # text (most of them, and its key's) are never stemmed.
+                heads = {st[:3] for st in weight}
                 counts: dict[int, tuple[int, dict[str, int]]] = {}
                 for rowid, body, ctx in texts:
                     tokens = _TOKEN.findall(f"{body}\n{ctx}".lower())
                     tf: dict[str, int] = {}
                     for t in tokens:
-                        st = rt_stem(t)
-                        if st in weight:
+                        if t[:3] in heads and (st := rt_stem(t)) in weight:
                             tf[st] = tf.get(st, 0) + 1
                     counts[rowid] = (len(tokens), tf)
                 avg = max(1.0, sum(c[0] for c in counts.values()) / max(1, len(counts)))
