@@ -395,6 +395,12 @@ class Recorder:
                     a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
                          "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
                          "hrm.memory.key": key, **attrs}  # fmt: skip
+            elif attrs is not None and ns is not None and key is None:
+                # A span that names no key (hidden, or none): the same dict as
+                # below, in one display instead of a copy, two stores and an update.
+                a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
+                     "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
+                     **attrs}  # fmt: skip
             else:
                 a = const.copy()
                 if ns is not None:
