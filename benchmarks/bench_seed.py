@@ -102,6 +102,7 @@ ROWS: list[tuple[str, str, str, str, str, str | None]] = [
 FLOOR_ROWS: list[tuple[str, str, str, str, str, str | None]] = [
     ("sdk.floor", "SDK floor: a span id, a ReadableSpan, BatchSpanProcessor.on_end, export", "write", "sdk",
      "record", None),
+    ("bare.span", "bare SDK span: `start_as_current_span` entered and left", "write", "bare", "record", None),
 ]  # fmt: skip
 
 #: The baseline: the same rows measured before the seed-namespace hot-path work
@@ -213,6 +214,8 @@ def run_row(row: str, ctx: _Ctx) -> float:
     try:
         if where == "sdk":
             return _sdk_floor(n, ctx.flush)
+        if where == "bare":
+            return _bare_span(n, ctx.flush)
         if where == "langgraph":
             from langgraph.store.memory import InMemoryStore
 
@@ -287,6 +290,22 @@ def _sdk_floor(n: int, flush: Callable[[], object]) -> float:
                             start_time=i, end_time=i + 1))  # fmt: skip
 
     return _timed(one, [(i,) for i in range(n)], flush)
+
+
+def _bare_span(n: int, flush: Callable[[], object]) -> float:
+    """What any instrumented call pays for its span through the public API:
+    ``tracer.start_as_current_span`` entered and left, through the global
+    provider (untraced: the API's no-op tracer), the final flush included.
+    The unit what tracing adds to an operation is compared with."""
+    from opentelemetry import trace
+
+    start = trace.get_tracer("bench.bare").start_as_current_span
+
+    def one() -> None:
+        with start("memory.write"):
+            pass
+
+    return _timed(one, [()] * n, flush)
 
 
 def worker(mode: str, n: int, rows: list[str], only_ops: int | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hrm_memory import MemoryManager, NamespaceSpec
+from hrm_memory.core.codes import Codec
 from hrm_memory.tracing import sdk_internals
 from hrm_memory.tracing import spans as tracing
 from hrm_memory.tracing.sdk import Recorder
@@ -278,4 +279,64 @@ def test_a_slow_processor_that_never_waits_stays_on_the_callers_thread(
             mm.write("t.hot", f"k{i}", i)
         assert tracing._recorders[provider].inline
         assert [t for t, _ in seen.ended] == [me] * n
+    provider.shutdown()
+
+
+#: A codec with plain names (counted from the renames alone) and names that
+#: read differently beside a quote or are not ASCII (counted from the texts):
+#: the count a batch remembers per renames must be told apart from the other.
+_MIXED = Codec(
+    "mixed",
+    aliases={"tags": "t", "last_updated": "lu", " lead": "l", "naïve": "nv", "end.": "e", "Stance": "S"},
+    values={"sensemaking": "sm", "Work Colleague": "WC", "x y": "z", "-dash": "d", "it's here": "ih"},
+)
+
+
+@deferred_only
+def test_tokens_saved_remembered_per_batch_equals_each_write_counted_alone(root: Path) -> None:
+    """A batch counts ``hrm.memory.tokens_saved`` once per list of renames
+    and gives that count to the next warm writes that list the same renames
+    (records of one shape): every span carries exactly what its own write,
+    counted alone (``TokensSaved.value``), gives, for records of a few
+    shapes, with plain and awkward names, coded strings, lists and nesting;
+    hot writes (whose renames are found when the span is finished) in the
+    same batches too."""
+    import orjson
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from hrm_memory.tracing.sdk import TokensSaved
+
+    names = sorted({*_MIXED.aliases, *_MIXED.values})
+    words = st.sampled_from(names) | st.sampled_from(["plain", "other", "x"])
+    scalars = words | st.integers(-1000, 1000) | st.booleans() | st.none()
+    field = scalars | st.lists(words, max_size=3) | st.dictionaries(words, scalars, max_size=2)
+    shapes = st.lists(st.lists(words, min_size=1, max_size=5, unique=True), min_size=1, max_size=3)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    specs = [NamespaceSpec("t.warm", codec="mixed"), NamespaceSpec("t.hot", tier="hot", codec="mixed")]
+    with MemoryManager(root, tracer_provider=provider, namespaces=specs, codecs=[_MIXED]) as mm:
+
+        @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(shapes=shapes, data=st.data())
+        def check(shapes: list[list[str]], data: st.DataObject) -> None:
+            exporter.clear()
+            order = data.draw(st.lists(st.integers(0, len(shapes) - 1), min_size=1, max_size=40))
+            values = [{k: data.draw(field) for k in shapes[i]} for i in order]
+            for i, value in enumerate(values):
+                mm.write("t.warm", f"k{i}", value)
+                mm.write("t.hot", f"k{i}", value)
+            tracing.flush()
+            got = {(s.attributes["db.collection.name"], s.attributes["hrm.memory.key"]): s.attributes
+                   for s in exporter.get_finished_spans() if op_name(s) == "memory.write"}  # fmt: skip
+            assert len(got) == 2 * len(values)
+            for i, value in enumerate(values):
+                raw = orjson.dumps(value)
+                stored = orjson.dumps(_MIXED.compact(value))
+                alone = TokensSaved(raw, _MIXED, stored=stored, pairs=_MIXED.renames_of(value, raw)).value()
+                assert got[("t.warm", f"k{i}")]["hrm.memory.tokens_saved"] == alone, value
+                assert got[("t.hot", f"k{i}")]["hrm.memory.tokens_saved"] == alone, value
+
+        check()
     provider.shutdown()

@@ -149,6 +149,38 @@ def hides_gated(
     return False
 
 
+#: What :func:`key_rule` says of a namespace's spans: they name their key
+#: (SHOW), never (HIDE), or only when the record was persisted (KEPT).
+SHOW, HIDE, KEPT = 0, 1, 2
+
+
+def key_rule(info: tuple[Any, ...], consent_of: ConsentOf, ns: str) -> int:
+    """Whether the spans of ``info``'s operation on ``ns`` may name their
+    key, as far as that does not depend on the span's attributes:
+    :data:`HIDE` when the consent view failed or a category gating ``ns`` is
+    not granted now; :data:`KEPT` when every category is granted and the
+    namespace's records are persisted (a span then names its key only if
+    its record was: ``hrm.memory.persisted`` not false, not read from the
+    hot tier); :data:`SHOW` otherwise. The same
+    answer as :func:`hides_gated`, split so that a batch asks it once a
+    namespace and each span only looks at its own attributes."""
+    gate = gate_of(consent_of, ns)
+    if gate is None:
+        return SHOW
+    if gate is VIEW_FAILED:
+        return HIDE
+    categories, persists = gate
+    is_granted = info[4]
+    for category in categories:
+        try:
+            ok = bool(is_granted(category))
+        except Exception:  # noqa: BLE001 - a closed store, say: not known to be granted
+            ok = False
+        if not ok:
+            return HIDE
+    return KEPT if persists else SHOW
+
+
 def hides_key(info: tuple[Any, ...], ns: str | None, attrs: dict[str, Any] | None, granted: dict[str, bool]) -> bool:
     """True if a span of ``info``'s operation on ``ns`` must not name its key:
     the operation erases it (``forget``), or a consent category gates ``ns``
@@ -200,6 +232,9 @@ __all__ = [
     "GENAI_OPERATIONS",
     "GLOB",
     "VIEW_FAILED",
+    "HIDE",
+    "KEPT",
+    "SHOW",
     "WHOLE_STORE",
     "ConsentOf",
     "capture_content",
@@ -209,6 +244,7 @@ __all__ = [
     "gate_of",
     "hides_gated",
     "hides_key",
+    "key_rule",
     "record_id",
     "strip_content",
     "target_attrs",

@@ -58,7 +58,7 @@ from opentelemetry.trace import Status, StatusCode
 from hrm_memory.core import tokens
 from hrm_memory.tracing import sdk_internals
 from hrm_memory.tracing.keys import GLOB as _GLOB
-from hrm_memory.tracing.keys import cut, gate_of, hides_gated, record_id, strip_content
+from hrm_memory.tracing.keys import GENAI_OPERATIONS, HIDE, cut, key_rule, record_id, strip_content
 
 try:
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -69,7 +69,9 @@ except ImportError:  # pragma: no cover - the SDK is a dependency, but optional 
     pass
 
 _OK = Status(StatusCode.UNSET)
-_UNSEEN: Any = object()
+_HIDE = HIDE
+#: ``gen_ai.operation.name`` of every search.
+_SEARCH = GENAI_OPERATIONS["recall"]
 _yield_gil = time.sleep
 _clock = time.perf_counter
 
@@ -125,16 +127,25 @@ class TokensSaved:
         self.stored = stored
         self.pairs = pairs
 
-    def into(self, attrs: dict[str, Any]) -> None:
+    def into(self, attrs: dict[str, Any], by_renames: dict[Any, int] | None = None) -> None:
         """Put the count in ``attrs`` in this object's place. A count that
         fails (a defect of ours) is logged and the attribute left out: it
         never fails the operation that made the span, loses the span or the
-        rest of its batch, or exports a wrong number."""
+        rest of its batch, or exports a wrong number.
+
+        ``by_renames``, when given, is told the count of a write whose
+        renames were listed and alone decide it (``tokens.renamed``
+        answered): ``{renames: count}``, so that the caller can give the
+        next write with the same renames its count without asking again."""
         try:
-            attrs["hrm.memory.tokens_saved"] = self.value()
+            n = attrs["hrm.memory.tokens_saved"] = self.value()
         except Exception:  # noqa: BLE001 - see above
             del attrs["hrm.memory.tokens_saved"]
             _logger.exception("hrm-memory: tokens_saved could not be counted; the span goes without it")
+            return
+        pairs = self.pairs
+        if by_renames is not None and type(pairs) is tuple and (not pairs or tokens.renamed(pairs) is not None):
+            by_renames[pairs] = n
 
     def value(self) -> int:
         """Exact, counted the cheapest way this write allows: a dict record
@@ -340,10 +351,16 @@ class Recorder:
         default_sampler = sampler.get_description() == _DEFAULT_SAMPLER
         last_parent: Any = None
         parent_ctx: Any = None
-        granted: dict[str, bool] = {}  # consent categories asked about in this batch
-        # Each namespace's consent gate, asked once a batch (per manager's view).
-        gates_of: dict[Any, dict[str, Any]] = {}
-        gates: dict[str, Any] = {}
+        # tokens_saved of the writes whose renames alone decide it, by those
+        # renames (TokensSaved.into): the writes of one record shape list the
+        # same renames (the codec's cached tuple), and are counted once a batch.
+        by_renames: dict[Any, int] = {}
+        # Whether each namespace's spans may name their key (keys.key_rule:
+        # its consent gate and whether its categories are granted), asked
+        # once a batch per manager's consent view; a span then looks only at
+        # its own attributes, and only for a namespace whose records persist.
+        rules_of: dict[Any, dict[str, int]] = {}
+        rules: dict[str, int] = {}
         view: Any = None
         for rec in batch:
             name, const, ids, consent_of, _ = info = rec.op
@@ -358,11 +375,14 @@ class Recorder:
                 elif consent_of is not None and ns is not None:
                     if consent_of is not view:  # another manager's spans (one provider, several stores)
                         view = consent_of
-                        gates = gates_of.setdefault(consent_of, {})
-                    gate = gates.get(ns, _UNSEEN)
-                    if gate is _UNSEEN:
-                        gate = gates[ns] = gate_of(consent_of, ns)
-                    if gate is not None and hides_gated(info, gate, attrs, granted):
+                        rules = rules_of.setdefault(consent_of, {})
+                    rule = rules.get(ns)
+                    if rule is None:
+                        rule = rules[ns] = key_rule(info, consent_of, ns)
+                    # KEPT: named only if the record was persisted (not kept
+                    # in memory for lack of consent, nor read from the hot tier).
+                    if rule and (rule == _HIDE or (attrs and (attrs.get("hrm.memory.persisted") is False
+                                                              or attrs.get("hrm.memory.tier") == "hot"))):  # fmt: skip
                         key = None
             if attrs is not None and ns is not None and key is not None and len(key) <= 256:
                 # One new dict, the operation's attributes last (they win):
@@ -375,6 +395,12 @@ class Recorder:
                     a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
                          "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
                          "hrm.memory.key": key, **attrs}  # fmt: skip
+            elif attrs is not None and ns is not None and key is None:
+                # A span that names no key (hidden, or none): the same dict as
+                # below, in one display instead of a copy, two stores and an update.
+                a = {"db.system.name": const["db.system.name"], "db.operation.name": const["db.operation.name"],
+                     "gen_ai.operation.name": name, "gen_ai.memory.store.id": ns, "db.collection.name": ns,
+                     **attrs}  # fmt: skip
             else:
                 a = const.copy()
                 if ns is not None:
@@ -386,7 +412,8 @@ class Recorder:
                         a["gen_ai.memory.record.id"] = short
                 if attrs:
                     a.update(attrs)
-            if attrs and ("gen_ai.memory.query.text" in a or "gen_ai.memory.records" in a):
+            # Only a search records its query text and what it found (when opted in).
+            if name == _SEARCH and attrs and ("gen_ai.memory.query.text" in a or "gen_ai.memory.records" in a):
                 strip_content(info, ns, a)
             if not tid:
                 tid = (bits(128) or 1) if bits is not None else new_trace_id()
@@ -401,7 +428,12 @@ class Recorder:
                 if attrs:
                     saved = a.get("hrm.memory.tokens_saved")
                     if saved is not None and type(saved) is TokensSaved:
-                        saved.into(a)
+                        pairs = saved.pairs
+                        n = by_renames.get(pairs) if type(pairs) is tuple else None
+                        if n is None:
+                            saved.into(a, by_renames)
+                        else:
+                            a["hrm.memory.tokens_saved"] = n
             else:
                 if attrs:  # the sampler sees the attributes as exported
                     saved = a.get("hrm.memory.tokens_saved")
