@@ -384,11 +384,18 @@ def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
             while r.info("replication").get("master_link_status") != "up":
                 assert time.monotonic() < deadline, "the replica did not sync"
                 time.sleep(0.05)
-            url = primary.fresh_url(wait="1", wait_timeout="200")
+            # A live replica confirms as soon as it is scheduled, which on a
+            # loaded machine can take longer than a short wait: 4 s (under the
+            # 5 s socket timeout WAIT answers within) for the write that must
+            # succeed. A paused replica never confirms, so 200 ms is enough to
+            # see NotReplicated (the same prefix: the same data).
+            url = primary.fresh_url(wait="1", wait_timeout="4000")
             with MemoryManager(None, backend=url) as mm:
                 mm.write("focus.slow", "a", {"v": 1})
                 prefix = mm.backend.prefix
                 assert r.hget(f"{prefix}r:focus.slow", "a") is not None  # on the replica when write() returned
+            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as mm:
+                assert mm.backend.prefix == prefix
                 replica.pause()
                 try:
                     with pytest.raises(NotReplicated):
