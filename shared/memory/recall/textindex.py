@@ -787,10 +787,11 @@ class TextIndex:
                     more = more or len(found) >= budget
                     for (rowid,) in found:
                         held[rowid] = held.get(rowid, 0.0) - idf
-                scored = sorted(held.items(), key=lambda x: (x[1], -x[0]))
+                # (one word: every score is its idf, and the walk went newest first)
+                scored = list(held.items()) if len(terms) == 1 else sorted(held.items(), key=lambda x: (x[1], -x[0]))
                 wanted = set(namespaces)
-                rows = self._passing(db, scored[:2 * limit], wanted, cold, kinds, since_us, prefix)
-                if len(rows) < limit and len(scored) > 2 * limit:  # the filter keeps few: look at all
+                rows = self._passing(db, scored[:limit], wanted, cold, kinds, since_us, prefix)
+                if len(rows) < limit and len(scored) > limit:  # the filter keeps fewer: look at all
                     rows = self._passing(db, scored, wanted, cold, kinds, since_us, prefix)
             finally:
                 db.execute("ROLLBACK")
