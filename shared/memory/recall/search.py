@@ -60,7 +60,8 @@ ENTITY_BOOST = 1.25
 #: many postings of the question's rarest words (the newest when one word
 #: alone has more), where the index's POSTINGS bound the search when none
 #: hold them all. FTS5's bm25 costs a few microseconds a posting: this bounds
-#: the filling to a millisecond or less, at any size.
+#: the filling to a millisecond or less, at any size (and a single word with
+#: more passages than this is not ranked by FTS5 at all: see TextIndex.fill).
 FILL_POSTINGS = 200
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
