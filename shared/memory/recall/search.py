@@ -60,7 +60,8 @@ ENTITY_BOOST = 1.25
 #: many postings of the question's rarest words (the newest when one word
 #: alone has more), where the index's POSTINGS bound the search when none
 #: hold them all. FTS5's bm25 costs a few microseconds a posting: this bounds
-#: the filling to a millisecond or less, at any size.
+#: the filling to a millisecond or less, at any size (and a single word with
+#: more passages than this is not ranked by FTS5 at all: see TextIndex.fill).
 FILL_POSTINGS = 200
 #: Reciprocal-rank fusion constant.
 RRF_K = 60
@@ -209,6 +210,7 @@ class Recall:
                 plan = memo[("plan", id(index))] = (selective, index.window(selective) if selective else None)
             selective, newest = plan
             rows: list[Any] = []
+            filling = False  # passages holding every word were found: the others only fill the hits after them
             if len(every) > 1 or selective != terms or newest is not None:
                 # The passages holding every word of the question come first,
                 # found from the rarest word's postings, whatever words were
@@ -236,11 +238,19 @@ class Recall:
                         kept = index.selective(terms, FILL_POSTINGS)
                         fill = memo[("fill", id(index))] = (kept, index.window(kept, FILL_POSTINGS) if kept else None)
                     selective, newest = fill
+                    filling = True
             # The words kept are ranked too (within the posting budget) unless
             # every candidate needed holds all the words already.
             if selective and len(rows) < want:
-                ranked = index.search(rt.fts_query(selective), names, cold=cold, limit=want, kinds=kinds,
-                                      since_us=since_us, prefix=prefix, text=False, newest=newest)
+                # A single word left in more passages than the filling's budget is
+                # not ranked by FTS5, whose bm25 would count all its postings first:
+                # its newest passages are scored from the counts already made
+                # (unless the filter passes too few of them).
+                got = index.fill(selective, names, cold=cold, limit=want, budget=FILL_POSTINGS, kinds=kinds,
+                                 since_us=since_us, prefix=prefix) if filling and newest is not None else None
+                ranked = got if got is not None else index.search(
+                    rt.fts_query(selective), names, cold=cold, limit=want, kinds=kinds, since_us=since_us,
+                    prefix=prefix, text=False, newest=newest)
                 # below every passage holding all the words, whatever its bm25 over the words kept
                 floor = min([0.0, *(r.score for r in ranked)])
                 rows = [r._replace(score=r.score + floor) for r in rows] + ranked

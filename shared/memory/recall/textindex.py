@@ -724,7 +724,10 @@ class TextIndex:
                 if not ids:
                     return []
                 marks, args = _in(ids)
-                texts = db.execute(f"SELECT rowid, body, ctx FROM fts WHERE rowid IN ({marks})", args).fetchall()
+                # (read from FTS5's content table, its columns c0.. in the fts
+                # table's order: through the fts table, every row id of the list
+                # costs a full-text cursor of its own, twice the time)
+                texts = db.execute(f"SELECT id, c0, c1 FROM fts_content WHERE id IN ({marks})", args).fetchall()
                 weight = {rt_stem(w): math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words}
                 # A word's light stem starts with its first three letters (a
                 # suffix goes only when three remain): the other words of a
@@ -752,6 +755,51 @@ class TextIndex:
                     rows = self._passing(db, scored, wanted, cold, kinds, since_us, prefix)
             finally:
                 db.execute("ROLLBACK")
+            return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
+
+    def fill(self, terms: Sequence[str], namespaces: Sequence[str], *, cold: bool, limit: int, budget: int,
+             kinds: Sequence[str] | None = None, since_us: int | None = None,
+             prefix: str | None = None) -> list[Row] | None:
+        """The ``limit`` rows, among the newest ``budget`` passages holding
+        each of ``terms`` in their text or context (as :meth:`selective` left
+        them within ``budget``), that hold the most specific of them: scored
+        by the idf of the words each holds (bm25 of a word held once, at the
+        average length), the newest first among equals. This is what fills the
+        hits after the passages holding every word, so it is not ranked by
+        FTS5's bm25, which counts every posting of the word again, the
+        document frequency already counted, each time it ranks. None when the
+        filter passes fewer than ``limit`` while more passages hold a word
+        than were looked at: then :meth:`search` ranks them all."""
+        if not namespaces or not terms:
+            return []
+        with self._locked():
+            if self._db is None and (self.path is None or not self.path.exists()):
+                return []
+            db = self._conn()
+            stems = self._stems(db, terms)
+            df = self._frequencies(db, set(stems.values()))
+            n = max(1, self._count(db))
+            held: dict[int, float] = {}
+            more = False
+            db.execute("BEGIN")  # one snapshot for every statement
+            try:
+                for w in dict.fromkeys(t for t in terms if df.get(stems.get(t, ""), 0)):
+                    f = df[stems[w]]
+                    idf = math.log(1 + (n - f + 0.5) / (f + 0.5))
+                    found = db.execute(_NEWEST_MATCHES, (f'{{body ctx}} : "{w}"', budget)).fetchall()
+                    more = more or len(found) >= budget
+                    for (rowid,) in found:
+                        held[rowid] = held.get(rowid, 0.0) - idf
+                # (one word: every score is its idf, and the walk went newest first)
+                scored = list(held.items()) if len(terms) == 1 else sorted(held.items(), key=lambda x: (x[1], -x[0]))
+                wanted = set(namespaces)
+                rows = self._passing(db, scored[:limit], wanted, cold, kinds, since_us, prefix)
+                if len(rows) < limit and len(scored) > limit:  # the filter keeps fewer: look at all
+                    rows = self._passing(db, scored, wanted, cold, kinds, since_us, prefix)
+            finally:
+                db.execute("ROLLBACK")
+            if len(rows) < limit and more:
+                return None
             return sorted(rows, key=lambda r: (r.score, -r.id))[:limit]
 
     def window(self, terms: Sequence[str], budget: int | None = None) -> int | None:
