@@ -32,6 +32,19 @@ def docs() -> st.SearchStrategy[list[Doc]]:
     )
 
 
+#: A search's arguments: stored passages, the words, and the filter.
+SEARCHES = dict(
+    rows=docs(),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),
+    namespaces=st.lists(st.sampled_from(NAMESPACES), min_size=1, max_size=3, unique=True),
+    cold=st.booleans(),
+    limit=st.integers(1, 12),
+    kinds=st.none() | st.lists(st.sampled_from(["semantic", "episodic"]), min_size=1, unique=True),
+    since=st.none() | st.integers(1, 50),
+    prefix=st.sampled_from([None, "", "k0", "k01"]),
+)
+
+
 def reference(index: TextIndex, match: str, namespaces: list[str], *, cold: bool, limit: int,
               kinds: list[str] | None, since_us: int | None, prefix: str | None) -> list[tuple[str, str]]:
     """The rows passing the filter, ranked with it joined in (ties by id)."""
@@ -42,16 +55,7 @@ def reference(index: TextIndex, match: str, namespaces: list[str], *, cold: bool
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    rows=docs(),
-    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),
-    namespaces=st.lists(st.sampled_from(NAMESPACES), min_size=1, max_size=3, unique=True),
-    cold=st.booleans(),
-    limit=st.integers(1, 12),
-    kinds=st.none() | st.lists(st.sampled_from(["semantic", "episodic"]), min_size=1, unique=True),
-    since=st.none() | st.integers(1, 50),
-    prefix=st.sampled_from([None, "", "k0", "k01"]),
-)
+@given(**SEARCHES)
 def test_search_returns_what_the_joined_ranking_returns(rows: list[Doc], words: list[str], namespaces: list[str],
                                                        cold: bool, limit: int, kinds: list[str] | None,
                                                        since: int | None, prefix: str | None) -> None:
@@ -151,16 +155,7 @@ def fill_reference(index: TextIndex, words: list[str], namespaces: list[str], *,
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    rows=docs(),
-    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),
-    namespaces=st.lists(st.sampled_from(NAMESPACES), min_size=1, max_size=3, unique=True),
-    cold=st.booleans(),
-    limit=st.integers(1, 12),
-    kinds=st.none() | st.lists(st.sampled_from(["semantic", "episodic"]), min_size=1, unique=True),
-    since=st.none() | st.integers(1, 50),
-    prefix=st.sampled_from([None, "", "k0", "k01"]),
-)
+@given(**SEARCHES)
 def test_fill_within_a_budget_holding_every_posting_returns_the_reference(
         rows: list[Doc], words: list[str], namespaces: list[str], cold: bool, limit: int,
         kinds: list[str] | None, since: int | None, prefix: str | None) -> None:

@@ -192,6 +192,12 @@ class Row(NamedTuple):
     part: int = 0
 
 
+
+def _idf(n: int, f: int) -> float:
+    """bm25's inverse document frequency of a word held by ``f`` of ``n`` passages."""
+    return math.log(1 + (n - f + 0.5) / (f + 0.5))
+
+
 class TextIndex:
     """One FTS5 index (a file under ``directory``, or memory when None). Thread-safe."""
 
@@ -728,7 +734,7 @@ class TextIndex:
                 # table's order: through the fts table, every row id of the list
                 # costs a full-text cursor of its own, twice the time)
                 texts = db.execute(f"SELECT id, c0, c1 FROM fts_content WHERE id IN ({marks})", args).fetchall()
-                weight = {rt_stem(w): math.log(1 + (n - df[stems[w]] + 0.5) / (df[stems[w]] + 0.5)) for w in words}
+                weight = {rt_stem(w): _idf(n, df[stems[w]]) for w in words}
                 # A word's light stem starts with its first three letters (a
                 # suffix goes only when three remain): the other words of a
                 # text (most of them, and its key's) are never stemmed.
@@ -784,8 +790,7 @@ class TextIndex:
             db.execute("BEGIN")  # one snapshot for every statement
             try:
                 for w in dict.fromkeys(t for t in terms if df.get(stems.get(t, ""), 0)):
-                    f = df[stems[w]]
-                    idf = math.log(1 + (n - f + 0.5) / (f + 0.5))
+                    idf = _idf(n, df[stems[w]])
                     found = db.execute(_NEWEST_MATCHES, (f'{{body ctx}} : "{w}"', budget)).fetchall()
                     more = more or len(found) >= budget
                     for (rowid,) in found:
@@ -832,7 +837,7 @@ class TextIndex:
             out = {}
             for t in terms:
                 f = max(1, df.get(stems.get(t, ""), 0))
-                out[t] = max(0.05, math.log(1 + (n - f + 0.5) / (f + 0.5)))
+                out[t] = max(0.05, _idf(n, f))
             return out
 
     def _count(self, db: sqlite3.Connection) -> int:
