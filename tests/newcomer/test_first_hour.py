@@ -268,6 +268,9 @@ def test_migrate_plan_lists_several_legacy_trees_briefly(tmp_path: Path) -> None
         shutil.copy(source, target / "log.json")
     code, _, err = cli("--root", str(tmp_path / "store"), "migrate", "plan", str(tmp_path))
     assert code == 2 and "30 folders under it hold a legacy layout" in err and "and 25 more" in err
-    assert len(err) < 1500 and max(len(line) for line in err.splitlines()) < 300
+    # Brief means a handful of folders, not thirty: the length of the temporary
+    # folder's path (which varies from machine to machine) is not the message's.
+    brief = err.replace(str(tmp_path), "TMP")
+    assert len(brief) < 1000 and max(len(line) for line in brief.splitlines()) < 250
     code, _, _ = cli("--root", str(tmp_path / "store"), "migrate", "plan", str(tmp_path / "copy07"))
     assert code == 0  # a suggested folder is accepted
