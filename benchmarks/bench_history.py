@@ -173,6 +173,181 @@ def seed(n: int, reps: int) -> str:
     return "\n".join(lines)
 
 
+# -- the seed rows, paired in one process ---------------------------------------------------
+
+#: The blocks of a round of ``--paired``, in their first round's order (each
+#: round starts one block later, so no block always follows the same one).
+BLOCKS = ("dc.set", "write.untraced", "write.traced", "span.sdk", "span.noop", "span.floor")
+
+
+def paired_worker(block: int, rounds: int) -> dict[str, list[float]]:
+    """µs per operation of each block, round by round, all in this process.
+
+    One SDK provider set globally (a batch processor to a null exporter, as
+    ``bench_seed`` sets it up); a manager through it (``write.traced``) and
+    one given ``NoOpTracerProvider()`` (``write.untraced``: the pipeline
+    asks its tracing for a span and gets none), each on a root of its own,
+    writing ``altitude.patterns`` (warm, flush, history kept) with a new key
+    every write; ``diskcache`` ``set`` of the same values; a bare span
+    through the global provider (``span.sdk``) and through the API's no-op
+    tracer (``span.noop``); and the SDK's floor (``span.floor``): what any
+    span reaching the batch processor pays however it is made, a span id, a
+    ``ReadableSpan`` (its public constructor) and the processor's ``on_end``
+    (and the export, at the flush). Every block is ``block`` operations then the
+    provider's ``force_flush()`` (the traced blocks) in the time, after a
+    full collection. Adjacent blocks share the machine's state of that
+    moment, so a difference taken within a round is not another process's
+    luck (its address layout, its cores, the page cache it found)."""
+    import random
+
+    import diskcache
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from benchmarks.harness import CountingExporter, make_record
+    from hrm_memory import MemoryManager
+
+    provider = TracerProvider()
+    processor = BatchSpanProcessor(CountingExporter())  # type: ignore[arg-type]
+    provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    flush = provider.force_flush
+    resource = provider.resource
+    parent = trace.SpanContext(1, 2, False, trace.TraceFlags(1))
+    floor_attrs = {"db.system.name": "hrm-memory", "db.operation.name": "write", "db.collection.name": "altitude.patterns"}
+    bits = random.getrandbits
+    ns = "altitude.patterns"
+    got: dict[str, list[float]] = {b: [] for b in BLOCKS}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        traced = MemoryManager(root / "traced", durability="flush")
+        untraced = MemoryManager(root / "untraced", durability="flush", tracer_provider=trace.NoOpTracerProvider())
+        cache = diskcache.Cache(str(root / "dc"))
+        sdk_span = trace.get_tracer("bench.bare").start_as_current_span
+        noop_span = trace.NoOpTracerProvider().get_tracer("bench.bare").start_as_current_span
+        dumps = json.dumps
+        values = [make_record(i) for i in range(block)]
+        for i in range(500):  # warm-up: files, buckets, the codec's caches
+            traced.write(ns, f"w{i:05d}", values[i % block])
+            untraced.write(ns, f"w{i:05d}", values[i % block])
+            cache.set(f"w{i:05d}", dumps(values[i % block]))
+        flush()
+
+        def run(name: str, r: int) -> float:
+            keys = [f"r{r:04d}-{i:06d}" for i in range(block)]
+            gc.collect()
+            clock = time.perf_counter
+            t0 = clock()
+            if name == "dc.set":
+                for k, v in zip(keys, values):
+                    cache.set(k, dumps(v))
+            elif name == "write.untraced":
+                for k, v in zip(keys, values):
+                    untraced.write(ns, k, v)
+            elif name == "write.traced":
+                for k, v in zip(keys, values):
+                    traced.write(ns, k, v)
+                flush()
+            elif name == "span.sdk":
+                for _ in keys:
+                    with sdk_span("memory.write"):
+                        pass
+                flush()
+            elif name == "span.noop":
+                for _ in keys:
+                    with noop_span("memory.write"):
+                        pass
+            else:
+                on_end = processor.on_end
+                for i in range(block):
+                    ctx = trace.SpanContext(1, bits(64), False, parent.trace_flags)
+                    on_end(ReadableSpan(name="memory.write", context=ctx, parent=parent, resource=resource,
+                                        attributes=floor_attrs, start_time=i, end_time=i + 1))  # fmt: skip
+                flush()
+            return (clock() - t0) / block * 1e6
+
+        try:
+            for r in range(rounds):
+                order = BLOCKS[r % len(BLOCKS):] + BLOCKS[: r % len(BLOCKS)]
+                for name in order:
+                    got[name].append(run(name, r))
+        finally:
+            traced.close()
+            untraced.close()
+            cache.close()
+    return got
+
+
+def paired(block: int, rounds: int, procs: int) -> str:
+    """``--paired``: :func:`paired_worker` in ``procs`` processes one after
+    another; per round, the traced write's ops/s over ``set``'s, what tracing
+    adds to the write (traced - untraced) and to a bare span (SDK - no-op),
+    and their ratio; medians and quartiles over every round of every process."""
+    from benchmarks.harness import OtherLoad
+
+    load = OtherLoad()
+    la0 = os.getloadavg()[0]
+    runs = []
+    for _ in range(procs):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.bench_history", "--paired-worker", str(block),
+                               str(rounds)], capture_output=True, text=True, check=True)  # fmt: skip
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    share, la1 = load.share(), os.getloadavg()[0]
+
+    def each(run: dict[str, list[float]]) -> dict[str, list[float]]:
+        rows = list(zip(*(run[b] for b in BLOCKS)))
+        dc, wu, wt, ss, sn, sf = (list(c) for c in zip(*rows))
+        added = [t - u for t, u in zip(wt, wu)]
+        bare = [s - n for s, n in zip(ss, sn)]
+        return {
+            "ratio": [d / t for d, t in zip(dc, wt)],
+            "added": added,
+            "bare": bare,
+            "share": [a / b for a, b in zip(added, bare)],
+            "share_whole": [a / s for a, s in zip(added, ss)],
+            "floor_share": [f / b for f, b in zip(sf, bare)],
+            "dc.set": dc, "write.untraced": wu, "write.traced": wt, "span.sdk": ss, "span.noop": sn, "span.floor": sf,
+        }  # fmt: skip
+
+    per = [each(r) for r in runs]
+
+    def q(xs: list[float], fmt: str) -> str:
+        a, m, b = statistics.quantiles(xs, n=4) if len(xs) > 1 else (xs[0], xs[0], xs[0])
+        return f"{format(m, fmt)} ({format(a, fmt)}-{format(b, fmt)})"
+
+    def joined(name: str) -> list[float]:
+        return [x for p in per for x in p[name]]
+
+    lines = [
+        f"{procs} processes x {rounds} rounds of {block:,} operations a block; median (quartiles) over the "
+        f"{procs * rounds} rounds; other processes used {share:.0%} of the CPUs meanwhile (load average "
+        f"{la0:.1f} before, {la1:.1f} after, {os.cpu_count()} CPUs)",
+        "",
+        "| block | µs per operation |",
+        "|---|---|",
+    ]
+    labels = {"dc.set": "diskcache `set`", "write.untraced": "write `altitude.patterns`, untraced (no-op provider)",
+              "write.traced": "write `altitude.patterns`, traced (global SDK provider, batch processor)",
+              "span.sdk": "bare span through the global SDK provider (+ flush)", "span.noop": "bare span, the API's no-op tracer",
+              "span.floor": "the SDK's floor: span id, `ReadableSpan`, the batch processor's `on_end` (+ flush)"}  # fmt: skip
+    for b in BLOCKS:
+        lines.append(f"| {labels[b]} | {q(joined(b), '.2f')} |")
+    lines += [
+        "",
+        f"- traced write ops/s over diskcache `set` ops/s: {q(joined('ratio'), '.2f')}x; per process (median): "
+        + ", ".join(f"{statistics.median(p['ratio']):.2f}x" for p in per),
+        f"- added by tracing to the write: {q(joined('added'), '+.2f')} µs; per process: "
+        + ", ".join(f"{statistics.median(p['added']):+.2f}" for p in per),
+        f"- added by the SDK to a bare span: {q(joined('bare'), '+.2f')} µs",
+        f"- added to the write over added to a bare span: {q(joined('share'), '.2f')}x; per process: "
+        + ", ".join(f"{statistics.median(p['share']):.2f}x" for p in per),
+        f"- added to the write over a whole bare SDK span: {q(joined('share_whole'), '.2f')}x",
+        f"- the SDK's floor over what the SDK adds to a bare span: {q(joined('floor_share'), '.2f')}x",
+    ]
+    return "\n".join(lines)
+
+
 # -- instructions -----------------------------------------------------------------------------
 
 
@@ -235,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bytes", action="store_true")
     ap.add_argument("--seed", action="store_true")
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--paired", action="store_true", help="the seed rows in one process, block by block")
+    ap.add_argument("--block", type=int, default=2000, help="--paired: operations a block")
+    ap.add_argument("--rounds", type=int, default=20, help="--paired: rounds a process")
+    ap.add_argument("--procs", type=int, default=3, help="--paired: processes, one after another")
     ap.add_argument("--keys", type=int, default=100)
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--reps", type=int, default=3)
@@ -247,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {row['behind']} | {row['bytes']:,} | {row['records']} | {row['us']:.1f} |")
     if args.seed:
         print(seed(args.n, args.reps))
+    if args.paired:
+        print(paired(args.block, args.rounds, args.procs))
     if args.instructions:
         print(instructions(args.n if args.n != 20_000 else 500, args.ops.split(",")))
     return 0
@@ -255,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         print(json.dumps(worker(sys.argv[2], int(sys.argv[3]))))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--paired-worker":
+        print(json.dumps(paired_worker(int(sys.argv[2]), int(sys.argv[3]))))
     elif len(sys.argv) > 1 and sys.argv[1] == "--instr-worker":
         instr_worker(sys.argv[2], int(sys.argv[3]))
     else:

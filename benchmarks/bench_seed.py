@@ -29,10 +29,22 @@ form and its span carries a non-zero ``hrm.memory.tokens_saved``.
 
     python -m benchmarks.bench_seed [--n 20000] [--reps 5]
     python -m benchmarks.bench_seed --instructions [--n 3000]   # callgrind, per op, every thread
+    python -m benchmarks.bench_seed --instructions --inline [--n 2000]
 
 ``--instructions`` counts instructions per operation under callgrind
 (``(instructions with N ops - with 0) / N``, all threads, the final flush
-included): the figure to A/B changes with on a shared machine.
+included): the figure to A/B changes with on a shared machine. Traced, the
+count still moves between runs by a few percent: under callgrind the
+caller runs ~50x slower, so which thread finishes a batch of spans, and
+when, depends on timing. ``--inline`` takes that out: the traced mode is
+then ``traced-inline``, the SDK provider set globally with a
+``SimpleSpanProcessor`` to the same null exporter, and every batch of
+deferred spans finished on the caller's thread (the drainer's timer and
+its slow-batch switch set out of reach: ``Recorder.TICK``, ``Recorder.SLOW``,
+a seam listed in docs/architecture.md). What tracing adds to an operation
+is then a deterministic count, to compare two revisions with (run this
+file against each checkout: it imports only ``hrm_memory`` and
+``benchmarks.harness``).
 """
 
 from __future__ import annotations
@@ -139,15 +151,18 @@ def _value(kind: str, i: int) -> dict[str, Any]:
     return {**CODED, "turn": i, "response_length": 600 + i % 97}
 
 
-def install_global_provider() -> tuple[Any, CountingExporter]:
-    """The standard set-up: an SDK provider set globally, a batch processor, a (null) exporter."""
+def install_global_provider(inline: bool = False) -> tuple[Any, CountingExporter]:
+    """The standard set-up: an SDK provider set globally, a batch processor, a
+    (null) exporter. ``inline``: a simple processor instead (spans exported on
+    the thread that finishes them)."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     exporter = CountingExporter()
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+    processor = SimpleSpanProcessor if inline else BatchSpanProcessor
+    provider.add_span_processor(processor(exporter))  # type: ignore[arg-type]
     trace.set_tracer_provider(provider)
     return provider, exporter
 
@@ -311,12 +326,16 @@ def _bare_span(n: int, flush: Callable[[], object]) -> float:
 def worker(mode: str, n: int, rows: list[str], only_ops: int | None = None) -> dict[str, Any]:
     flush: Callable[[], object] = lambda: None  # noqa: E731
     exporter = None
-    if os.environ.get("BENCH_SEED_INLINE"):  # diagnosis: batches always finished on the caller's thread
+    if mode == "traced-inline" or os.environ.get("BENCH_SEED_INLINE"):
+        # Every batch finished on the caller's thread: no slow-batch switch
+        # to the drainer thread, and its timer out of reach.
         from hrm_memory.tracing.sdk import Recorder
 
         Recorder.SLOW = float("inf")
-    if mode == "traced":
-        provider, exporter = install_global_provider()
+        if mode == "traced-inline":
+            Recorder.TICK = 3600.0
+    if mode in ("traced", "traced-inline"):
+        provider, exporter = install_global_provider(inline=mode == "traced-inline")
         flush = provider.force_flush
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
@@ -439,26 +458,28 @@ def _callgrind(mode: str, row: str, n: int, ops: int) -> int:
     return callgrind([sys.executable, "-m", "benchmarks.bench_seed", "--worker", mode, str(n), row, str(ops)])
 
 
-def instructions(n: int, rows: list[str]) -> str:
+def instructions(n: int, rows: list[str], inline: bool = False) -> str:
     from concurrent.futures import ThreadPoolExecutor
 
+    traced = "traced-inline" if inline else "traced"
     with ThreadPoolExecutor(2) as pool:
         jobs = {
             (mode, row, ops): pool.submit(_callgrind, mode, row, n, ops)
             for row in rows
-            for mode in ("untraced", "traced")
+            for mode in ("untraced", traced)
             for ops in (0, n)
         }
         per = {(m, r): (jobs[(m, r, n)].result() - jobs[(m, r, 0)].result()) / n for m, r, o in jobs if o == n}
+    how = "simple processor, every batch on the caller's thread" if inline else "batch"
     lines = [
         f"Instructions per operation (callgrind, every thread, the final flush included; N={n:,})",
         "",
-        "| op | untraced | traced (global SDK, batch) | added |",
+        f"| op | untraced | traced (global SDK, {how}) | added |",
         "|---|---|---|---|",
     ]
     labels = {r[0]: r[1] for r in ROWS + FLOOR_ROWS}
     for row in rows:
-        u, t = per[("untraced", row)], per[("traced", row)]
+        u, t = per[("untraced", row)], per[(traced, row)]
         lines.append(f"| {labels[row]} | {u:,.0f} | {t:,.0f} | {t - u:+,.0f} |")
     return "\n".join(lines)
 
@@ -469,10 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
     ap.add_argument("--instructions", action="store_true", help="callgrind instruction counts instead of timings")
+    ap.add_argument("--inline", action="store_true",
+                    help="with --instructions: spans finished on the caller's thread (a deterministic count)")
     args = ap.parse_args(argv)
     rows = args.rows.split(",") if args.rows else [r[0] for r in ROWS]
     if args.instructions:
-        print(instructions(args.n if args.n != 20_000 else 3_000, rows))
+        print(instructions(args.n if args.n != 20_000 else 3_000, rows, args.inline))
         return 0
     res = run(args.n, args.reps, rows)
     print(table(res))
