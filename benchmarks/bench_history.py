@@ -177,7 +177,15 @@ def seed(n: int, reps: int) -> str:
 
 #: The blocks of a round of ``--paired``, in their first round's order (each
 #: round starts one block later, so no block always follows the same one).
-BLOCKS = ("dc.set", "write.untraced", "write.traced", "span.sdk", "span.noop", "span.floor")
+BLOCKS = ("dc.set", "write.untraced", "write.traced", "span.sdk", "span.noop", "span.floor", "span.sdk.attrs")
+#: The attributes of a traced write's span of ``altitude.patterns`` (as
+#: exported), for the ``span.sdk.attrs`` block: a bare span that carries them.
+WRITE_ATTRS = {
+    "db.system.name": "hrm-memory", "db.operation.name": "write", "gen_ai.operation.name": "update_memory",
+    "gen_ai.memory.store.id": "altitude.patterns", "db.collection.name": "altitude.patterns",
+    "gen_ai.memory.record.id": "r0000-000000", "hrm.memory.key": "r0000-000000", "hrm.memory.tier": "warm",
+    "hrm.memory.bytes": 207, "hrm.memory.version": 1, "hrm.memory.persisted": True, "hrm.memory.tokens_saved": 0,
+}  # fmt: skip
 
 
 def paired_worker(block: int, rounds: int) -> dict[str, list[float]]:
@@ -193,7 +201,10 @@ def paired_worker(block: int, rounds: int) -> dict[str, list[float]]:
     tracer (``span.noop``); and the SDK's floor (``span.floor``): what any
     span reaching the batch processor pays however it is made, a span id, a
     ``ReadableSpan`` (its public constructor) and the processor's ``on_end``
-    (and the export, at the flush). Every block is ``block`` operations then the
+    (and the export, at the flush); and a bare span through the global
+    provider carrying the attributes a traced write's span carries
+    (``span.sdk.attrs``: what instrumenting the write by hand would cost).
+    Every block is ``block`` operations then the
     provider's ``force_flush()`` (the traced blocks) in the time, after a
     full collection. Adjacent blocks share the machine's state of that
     moment, so a difference taken within a round is not another process's
@@ -254,6 +265,11 @@ def paired_worker(block: int, rounds: int) -> dict[str, list[float]]:
                     with sdk_span("memory.write"):
                         pass
                 flush()
+            elif name == "span.sdk.attrs":
+                for _ in keys:
+                    with sdk_span("update_memory", attributes=WRITE_ATTRS):
+                        pass
+                flush()
             elif name == "span.noop":
                 for _ in keys:
                     with noop_span("memory.write"):
@@ -297,7 +313,7 @@ def paired(block: int, rounds: int, procs: int) -> str:
 
     def each(run: dict[str, list[float]]) -> dict[str, list[float]]:
         rows = list(zip(*(run[b] for b in BLOCKS)))
-        dc, wu, wt, ss, sn, sf = (list(c) for c in zip(*rows))
+        dc, wu, wt, ss, sn, sf, sa = (list(c) for c in zip(*rows))
         added = [t - u for t, u in zip(wt, wu)]
         bare = [s - n for s, n in zip(ss, sn)]
         return {
@@ -307,6 +323,8 @@ def paired(block: int, rounds: int, procs: int) -> str:
             "share": [a / b for a, b in zip(added, bare)],
             "share_whole": [a / s for a, s in zip(added, ss)],
             "floor_share": [f / b for f, b in zip(sf, bare)],
+            "share_attrs": [a / (t - n) for a, t, n in zip(added, sa, sn)],
+            "span.sdk.attrs": sa,
             "dc.set": dc, "write.untraced": wu, "write.traced": wt, "span.sdk": ss, "span.noop": sn, "span.floor": sf,
         }  # fmt: skip
 
@@ -330,7 +348,8 @@ def paired(block: int, rounds: int, procs: int) -> str:
     labels = {"dc.set": "diskcache `set`", "write.untraced": "write `altitude.patterns`, untraced (no-op provider)",
               "write.traced": "write `altitude.patterns`, traced (global SDK provider, batch processor)",
               "span.sdk": "bare span through the global SDK provider (+ flush)", "span.noop": "bare span, the API's no-op tracer",
-              "span.floor": "the SDK's floor: span id, `ReadableSpan`, the batch processor's `on_end` (+ flush)"}  # fmt: skip
+              "span.floor": "the SDK's floor: span id, `ReadableSpan`, the batch processor's `on_end` (+ flush)",
+              "span.sdk.attrs": "bare span through the global SDK provider with the write span's 12 attributes (+ flush)"}  # fmt: skip
     for b in BLOCKS:
         lines.append(f"| {labels[b]} | {q(joined(b), '.2f')} |")
     lines += [
@@ -344,6 +363,8 @@ def paired(block: int, rounds: int, procs: int) -> str:
         + ", ".join(f"{statistics.median(p['share']):.2f}x" for p in per),
         f"- added to the write over a whole bare SDK span: {q(joined('share_whole'), '.2f')}x",
         f"- the SDK's floor over what the SDK adds to a bare span: {q(joined('floor_share'), '.2f')}x",
+        f"- added to the write over what the SDK adds to a bare span carrying the same 12 attributes: "
+        f"{q(joined('share_attrs'), '.2f')}x",
     ]
     return "\n".join(lines)
 
