@@ -291,21 +291,17 @@ def prefix_on_every_shard(cluster: RedisCluster) -> str:
             return prefix
 
 
-def prefix_with_registry(cluster: RedisCluster, namespace: str, *, same_shard: bool) -> str:
+def prefix_with_registry(client: Any, namespace: str, *, same_shard: bool) -> str:
     """A fresh prefix under which the store's namespace registry
     (``{<prefix>}namespaces``) is on the primary that owns ``namespace``, or
-    on another one."""
+    on another one (``client``: :func:`py_client`'s)."""
     from hrm_memory.storage.redis.keys import KeyLayout
 
-    client = py_client(cluster)
-    try:
-        while True:
-            prefix = f"t{uuid.uuid4().hex[:10]}:"
-            layout = KeyLayout(prefix, True)
-            if (owner(client, layout.namespaces) == owner(client, layout.of(namespace).live)) == same_shard:
-                return prefix
-    finally:
-        client.close()
+    while True:
+        prefix = f"t{uuid.uuid4().hex[:10]}:"
+        layout = KeyLayout(prefix, True)
+        if (owner(client, layout.namespaces) == owner(client, layout.of(namespace).live)) == same_shard:
+            return prefix
 
 
 def worker(*args: str) -> subprocess.Popen[str]:

@@ -183,14 +183,18 @@ for mm in open_.values():
 
 
 def test_a_read_after_not_replicated_sees_that_write_in_every_manager() -> None:
-    """wait=1, a replica stopped (SIGSTOP): manager B's write of a key that
-    manager A wrote raises NotReplicated, and from then on every read of it
-    (B's, A's, a manager's in another process, a manager opened after) gives
-    B's value: while the replica is still stopped and at once after SIGCONT,
-    a few times each. B's first write in the namespace also registers the
-    namespace in the store's registry, a write of its own that may be on the
-    stopped shard too: the scenarios cover the registry on the stopped shard
-    with the namespace, on another shard, and alone on the stopped shard."""
+    """wait=1, a replica stopped (SIGSTOP): manager B's write raises
+    NotReplicated, and from then on every read of the key (B's, manager A's,
+    a manager's in another process, a manager opened after) gives B's value:
+    while the replica is still stopped and at once after SIGCONT, a few
+    times each. B's first write in a namespace also registers the namespace
+    in the store's registry, a write of its own that may be on the stopped
+    shard. Cases: A wrote the key first (B's registration changes nothing,
+    B's record is what the stopped shard does not confirm), or B's write is
+    the namespace's first (its registration is a change too); the registry
+    on the stopped shard with the namespace, on another shard, or alone on
+    the stopped shard (then the record is confirmed and the registration
+    is what raises)."""
     from tests.helpers.redis_cluster import prefix_with_registry
 
     cluster = shared_cluster()
@@ -207,32 +211,35 @@ def test_a_read_after_not_replicated_sees_that_write_in_every_manager() -> None:
             other.stdin.flush()
             return json.loads(other.stdout.readline())
 
-        # (the registry on the namespace's shard, the stopped replica's primary owns the namespace)
-        cases = [(True, True), (False, True), (False, False)] * 2
-        for i, (same_shard, stop_namespace_shard) in enumerate(cases):
-            prefix = prefix_with_registry(cluster, "focus.slow", same_shard=same_shard)
+        # (registry on the namespace's shard, the namespace's shard is the stopped one, A writes first)
+        cases = [(True, True, True), (False, True, True), (True, True, False), (False, False, False)] * 2
+        for i, (same_shard, stop_namespace_shard, a_first) in enumerate(cases):
+            prefix = prefix_with_registry(client, "focus.slow", same_shard=same_shard)
             layout = KeyLayout(prefix, True)
             url = cluster.fresh_url(prefix=prefix, wait="1", wait_timeout="1000")
             with MemoryManager(None, backend=url) as a, \
                     MemoryManager(None, backend=url.replace("wait_timeout=1000", "wait_timeout=200")) as b:
-                a.write("focus.slow", "a", {"by": "A"})
-                assert elsewhere(url) == {"by": "A"}
+                if a_first:
+                    a.write("focus.slow", "a", {"by": "A"})
+                assert elsewhere(url) == ({"by": "A"} if a_first else None)
                 mine = {"by": "B", "case": i}
                 stopped = cluster.replica_of(owner(client, layout.of("focus.slow").live if stop_namespace_shard
                                                    else layout.namespaces))
                 cluster.procs[stopped].send_signal(19)  # SIGSTOP
                 try:
-                    with pytest.raises(NotReplicated):
+                    with pytest.raises(NotReplicated) as info:
                         b.write("focus.slow", "a", mine)
+                    assert info.value.operation == ("a replicated write" if stop_namespace_shard
+                                                    else "registering a namespace")
                     seen = [m.read("focus.slow", "a") for _ in range(3) for m in (b, a)] + [elsewhere(url)]
-                    assert seen == [mine] * 7, (i, same_shard, stop_namespace_shard, seen)
+                    assert seen == [mine] * 7, (cases[i], seen)
                 finally:
                     cluster.procs[stopped].send_signal(18)  # SIGCONT
                 seen = [m.read("focus.slow", "a") for _ in range(3) for m in (b, a)] + [elsewhere(url)]
                 with MemoryManager(None, backend=url) as c:
                     seen.append(c.read("focus.slow", "a"))
-                assert seen == [mine] * 8, (i, same_shard, stop_namespace_shard, seen)
-                # The namespace is listed: the next write registers it again, confirmed now.
+                assert seen == [mine] * 8, (cases[i], seen)
+                # The namespace is listed: a later write registers it again, confirmed now.
                 b.write("focus.slow", "a", mine)
                 assert client.sismember(layout.namespaces, "focus.slow")
     finally:
