@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 from hrm_memory.core.backend import ARCHIVE, CROSS_PROCESS, PERSISTENT
-from hrm_memory.core.errors import CorruptRecord, LockTimeout
+from hrm_memory.core.errors import CorruptRecord, LockTimeout, NotReplicated
 from hrm_memory.core.records import Finding, Stored
 from opentelemetry import trace
 from redis.exceptions import RedisClusterException, RedisError
@@ -278,8 +278,16 @@ class RedisBackend:
         changes = self.changes
         head, tail = changes.entry_parts("write", namespace, key, self._trace_id()) if changes else (b"", b"")
         keys = (h.live, h.lock, h.stream, h.nsset, h.cold, h.wait)
+        unlisted: NotReplicated | None = None
         if not h.registered and self._cluster is not None:
-            h.registered = self._cluster.register(self._wcmd, namespace)
+            try:
+                h.registered = self._cluster.register(self._wcmd, namespace)
+            except NotReplicated as exc:
+                # The registry has the namespace on its primary, unconfirmed:
+                # the record is written all the same (a caller told
+                # NotReplicated reads its write back), then the call says
+                # what is not safe yet. The next write registers again.
+                unlisted = exc
         body = b"%08x" % zlib.crc32(value) + value
         created = "" if created_us is None else created_us
         deadline: float | None = None
@@ -299,6 +307,8 @@ class RedisBackend:
         version = res[0]
         if changes is not None:
             changes.logged("write", namespace, key, version)
+        if unlisted is not None and self._cluster is not None:
+            raise self._cluster.unconfirmed(unlisted, namespace, key)
         return Stored(key, version, int(res[1]), now_us, value, "warm")
 
     def delete(self, namespace: str, key: str, now_us: int) -> Stored | None:

@@ -293,12 +293,32 @@ class ClusterSide:
 
     def register(self, wcmd: Command, namespace: str) -> bool:
         """Add ``namespace`` to the registry (before its first write in this
-        process: a namespace is never written unlisted)."""
+        process: a namespace is never written unlisted). In the replicated
+        mode :class:`NotReplicated` says the registry's primary has it but
+        its replicas did not confirm it: the caller's write goes on (it must
+        be readable, as any write that raised ``NotReplicated``) and the
+        caller raises :meth:`unconfirmed` after it."""
         try:
             REGISTER(wcmd, (self.layout.namespaces,), namespace)
         except RedisError as exc:
             raise failure(exc, "registering a namespace", self.shown, namespace) from None
         return True
+
+    def unconfirmed(self, exc: NotReplicated, namespace: str, key: str) -> NotReplicated:
+        """What a write whose record was applied, but whose namespace's entry
+        in the registry was not confirmed by the replicas, raises."""
+        acked, wanted = getattr(exc, "acked", 0), getattr(exc, "wanted", 0)
+        return NotReplicated(
+            f"Redis at {self.shown}: the write of {namespace}/{key!r} was applied, but the store's registry "
+            f"entry for {namespace!r} (on another key, maybe another shard) was confirmed by only {acked} of "
+            f"{wanted} replicas; a failover of the registry's primary now may leave the namespace unlisted "
+            "(left out of its change log); the next write registers it again",
+            backend=self.shown,
+            operation="registering a namespace",
+            namespace=namespace,
+            acked=acked,
+            wanted=wanted,
+        )
 
     def registered(self) -> list[str]:
         try:

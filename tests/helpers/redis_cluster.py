@@ -291,6 +291,19 @@ def prefix_on_every_shard(cluster: RedisCluster) -> str:
             return prefix
 
 
+def prefix_with_registry(client: Any, namespace: str, *, same_shard: bool) -> str:
+    """A fresh prefix under which the store's namespace registry
+    (``{<prefix>}namespaces``) is on the primary that owns ``namespace``, or
+    on another one (``client``: :func:`py_client`'s)."""
+    from hrm_memory.storage.redis.keys import KeyLayout
+
+    while True:
+        prefix = f"t{uuid.uuid4().hex[:10]}:"
+        layout = KeyLayout(prefix, True)
+        if (owner(client, layout.namespaces) == owner(client, layout.of(namespace).live)) == same_shard:
+            return prefix
+
+
 def worker(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "tests.helpers.cluster_workers", *args], cwd=REPO, env=env,
@@ -410,5 +423,5 @@ def shared_cluster() -> RedisCluster:
     return _shared
 
 
-__all__ = ["CANDIDATES", "RedisCluster", "owner", "prefix_on_every_shard", "py_client", "ready", "run_failover", "shared_cluster",
-           "spread", "worker"]
+__all__ = ["CANDIDATES", "RedisCluster", "owner", "prefix_on_every_shard", "prefix_with_registry", "py_client", "ready",
+           "run_failover", "shared_cluster", "spread", "worker"]

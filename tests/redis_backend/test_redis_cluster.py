@@ -167,6 +167,88 @@ def test_replicated_write_that_no_replica_confirms_raises_not_replicated() -> No
         client.close()
 
 
+#: Another process's manager: for each URL on stdin, the value of focus.slow/a as one JSON line.
+_READER = """
+import json, sys
+from hrm_memory import MemoryManager
+open_ = {}
+print("READY", flush=True)
+for line in sys.stdin:
+    url = line.strip()
+    mm = open_.get(url) or open_.setdefault(url, MemoryManager(None, backend=url))
+    print(json.dumps(mm.read("focus.slow", "a")), flush=True)
+for mm in open_.values():
+    mm.close()
+"""
+
+
+def test_a_read_after_not_replicated_sees_that_write_in_every_manager() -> None:
+    """wait=1, a replica stopped (SIGSTOP): manager B's write raises
+    NotReplicated, and from then on every read of the key (B's, manager A's,
+    a manager's in another process, a manager opened after) gives B's value:
+    while the replica is still stopped and at once after SIGCONT, a few
+    times each. B's first write in a namespace also registers the namespace
+    in the store's registry, a write of its own that may be on the stopped
+    shard. Cases: A wrote the key first (B's registration changes nothing,
+    B's record is what the stopped shard does not confirm), or B's write is
+    the namespace's first (its registration is a change too); the registry
+    on the stopped shard with the namespace, on another shard, or alone on
+    the stopped shard (then the record is confirmed and the registration
+    is what raises)."""
+    from tests.helpers.redis_cluster import prefix_with_registry
+
+    cluster = shared_cluster()
+    client = py_client(cluster)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    other = subprocess.Popen([sys.executable, "-c", _READER], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        ready(other)
+
+        def elsewhere(url: str) -> Any:
+            assert other.stdin is not None and other.stdout is not None
+            other.stdin.write(url + "\n")
+            other.stdin.flush()
+            return json.loads(other.stdout.readline())
+
+        # (registry on the namespace's shard, the namespace's shard is the stopped one, A writes first)
+        cases = [(True, True, True), (False, True, True), (True, True, False), (False, False, False)] * 2
+        for i, (same_shard, stop_namespace_shard, a_first) in enumerate(cases):
+            prefix = prefix_with_registry(client, "focus.slow", same_shard=same_shard)
+            layout = KeyLayout(prefix, True)
+            url = cluster.fresh_url(prefix=prefix, wait="1", wait_timeout="1000")
+            with MemoryManager(None, backend=url) as a, \
+                    MemoryManager(None, backend=url.replace("wait_timeout=1000", "wait_timeout=200")) as b:
+                if a_first:
+                    a.write("focus.slow", "a", {"by": "A"})
+                assert elsewhere(url) == ({"by": "A"} if a_first else None)
+                mine = {"by": "B", "case": i}
+                stopped = cluster.replica_of(owner(client, layout.of("focus.slow").live if stop_namespace_shard
+                                                   else layout.namespaces))
+                cluster.procs[stopped].send_signal(19)  # SIGSTOP
+                try:
+                    with pytest.raises(NotReplicated) as info:
+                        b.write("focus.slow", "a", mine)
+                    assert info.value.operation == ("a replicated write" if stop_namespace_shard
+                                                    else "registering a namespace")
+                    seen = [m.read("focus.slow", "a") for _ in range(3) for m in (b, a)] + [elsewhere(url)]
+                    assert seen == [mine] * 7, (cases[i], seen)
+                finally:
+                    cluster.procs[stopped].send_signal(18)  # SIGCONT
+                seen = [m.read("focus.slow", "a") for _ in range(3) for m in (b, a)] + [elsewhere(url)]
+                with MemoryManager(None, backend=url) as c:
+                    seen.append(c.read("focus.slow", "a"))
+                assert seen == [mine] * 8, (cases[i], seen)
+                # The namespace is listed: a later write registers it again, confirmed now.
+                b.write("focus.slow", "a", mine)
+                assert client.sismember(layout.namespaces, "focus.slow")
+    finally:
+        if other.stdin is not None:
+            other.stdin.close()
+        other.wait(timeout=30)
+        client.close()
+
+
 def test_purge_on_a_cluster_leaves_no_byte_on_any_node() -> None:
     cluster = shared_cluster()
     url = cluster.fresh_url(wait="1")
@@ -376,7 +458,9 @@ def test_langgraph_store_on_the_cluster(tmp_path: Path) -> None:
 
 def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
     """wait=1 on one server (not a cluster) with a replica: a write returns
-    once the replica has it; with the replica stopped, NotReplicated."""
+    once the replica has it; with the replica stopped, NotReplicated, and
+    the write is read back by its manager and another one, the replica
+    stopped and just resumed."""
     import redis
     from tests.helpers.redis_server import RedisServer
 
@@ -397,15 +481,19 @@ def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
                 mm.write("focus.slow", "a", {"v": 1})
                 prefix = mm.backend.prefix
                 assert r.hget(f"{prefix}r:focus.slow", "a") is not None  # on the replica when write() returned
-            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as mm:
+            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as mm, \
+                    MemoryManager(None, backend=url) as other:
                 assert mm.backend.prefix == prefix
+                assert other.read("focus.slow", "a") == {"v": 1}
                 replica.pause()
                 try:
                     with pytest.raises(NotReplicated):
                         mm.write("focus.slow", "a", {"v": 2})
+                    # the write is on the primary: every manager reads it, the replica still stopped
+                    assert [m.read("focus.slow", "a") for _ in range(3) for m in (mm, other)] == [{"v": 2}] * 6
                 finally:
                     replica.resume()
-                assert mm.read("focus.slow", "a") == {"v": 2}
+                assert [m.read("focus.slow", "a") for _ in range(3) for m in (mm, other)] == [{"v": 2}] * 6
             r.close()
 
 
