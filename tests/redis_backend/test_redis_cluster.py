@@ -497,6 +497,50 @@ def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
             r.close()
 
 
+def test_a_read_after_not_replicated_sees_the_write_in_a_namespace_keeping_history(tmp_path: Path) -> None:
+    """wait=1 on one server with a replica, a namespace that keeps history
+    (``focus.notes``): an overwrite and a delete first write the kept
+    version on a key of their own. With the replica paused, that write
+    raises NotReplicated; the record is written (or deleted) all the same,
+    every manager reads it so, the replica paused and resumed, and the
+    version it replaced is in the key's history."""
+    import redis
+    from tests.helpers.redis_server import RedisServer
+
+    with RedisServer(tmp_path / "primary") as primary:
+        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
+            deadline = time.monotonic() + 15
+            r = redis.Redis(host="127.0.0.1", port=replica.port)
+            try:
+                while r.info("replication").get("master_link_status") != "up":
+                    assert time.monotonic() < deadline, "the replica did not sync"
+                    time.sleep(0.05)
+            finally:
+                r.close()
+            url = primary.fresh_url(wait="1", wait_timeout="4000")  # (see the test above for the two waits)
+            with MemoryManager(None, backend=url) as a:
+                a.write("focus.notes", "n", {"by": "A"})
+                a.write("focus.notes", "gone", {"by": "A"})
+            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
+                    MemoryManager(None, backend=url) as other:  # fmt: skip
+                replica.pause()
+                try:
+                    with pytest.raises(NotReplicated):
+                        b.write("focus.notes", "n", {"by": "B"})
+                    with pytest.raises(NotReplicated):
+                        b.delete("focus.notes", "gone")
+                    for m in (b, other, b, other):
+                        assert m.read("focus.notes", "n") == {"by": "B"}
+                        assert m.read("focus.notes", "gone") is None
+                finally:
+                    replica.resume()
+                for m in (b, other):
+                    assert m.read("focus.notes", "n") == {"by": "B"}
+                    assert m.read("focus.notes", "gone") is None
+                    assert [v.value for v in m.history("focus.notes", "n")] == [{"by": "B"}, {"by": "A"}]
+                b.write("focus.notes", "n", {"by": "B", "again": True})  # confirmed once the replica is back
+
+
 @pytest.mark.parametrize("wait", ["0", "1"])
 def test_a_manual_failover_is_followed_without_an_error(wait: str) -> None:
     """CLUSTER FAILOVER on a replica (primary and replica swap, nothing lost):

@@ -14,6 +14,7 @@ from hrm_memory.core.errors import (
     InvalidArgument,
     InvalidSpec,
     NamespaceInUse,
+    NotReplicated,
     UnknownConsentCategory,
     Unsupported,
 )
@@ -148,19 +149,22 @@ class Admin:
     def _persist_session(self, spec: NamespaceSpec, trace_id: str) -> int:
         """Move this session's copies of a gated namespace to the backend (on grant)."""
         n = 0
+        unconfirmed: list[NotReplicated] = []  # as in Core.commit: raised once every copy is moved
         with self.core.backend.lock(spec.name):
             for st in list(self.core.hot.scan(spec.name)):
                 # The record keeps the creation time it had while it waited for
                 # consent: the grant persists the record, it does not create it.
                 least = st.version
                 if spec.history is not None:
-                    least = max(least, self.core.supersede(spec, st.key, st.updated_us, False))
+                    least = max(least, self.core.supersede(spec, st.key, st.updated_us, False, unconfirmed))
                 stored = self.core.backend.put(
                     spec.name, st.key, st.value, st.updated_us, min_version=least, created_us=st.created_us
                 )
                 self.core.hot.delete(spec.name, st.key, now_us())
                 self.core.bus.record("write", spec.name, st.key, stored.version, trace_id, True)
                 n += 1
+        if unconfirmed:
+            raise unconfirmed[0]
         return n
 
     def _archive(self, op: ArchiveOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, int], Attrs]:

@@ -34,6 +34,7 @@ from hrm_memory.core.errors import (
     CorruptRecord,
     InvalidArgument,
     MemoryStoreError,
+    NotReplicated,
     UndeclaredNamespace,
 )
 from hrm_memory.core.events import EventBus, Subscription
@@ -65,11 +66,15 @@ Handlers = dict[type, tuple[str, Handler, bool]]
 class Keeper(Protocol):
     """Keeps superseded versions (``NamespaceSpec.history``)."""
 
-    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int:
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool,
+                  unconfirmed: list[NotReplicated] | None = None) -> int:  # fmt: skip
         """Told before a persisted record of a namespace that keeps history is
         replaced or deleted, with the namespace lock held. Returns the least
         version the next write of the key may take (versions never go back,
-        deletions included)."""
+        deletions included). ``unconfirmed``, when given, collects the
+        ``NotReplicated`` of the keeper's own writes instead of raising them
+        (each is on the primary): the caller writes or deletes the record all
+        the same, then raises the first."""
         ...
 
     def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
@@ -329,17 +334,28 @@ class Core:
             self.hot.delete(spec.name, key, now_us())  # a session-only copy is superseded
         if spec.history is not None and self._keeper is not None:
             now = now_us()
-            least = self._keeper.supersede(spec, key, now, False)
-            return self.backend.put(spec.name, key, data, now, min_version=least)
+            # The kept version is written first, on a key of its own: when no
+            # replica confirms it (NotReplicated: it is on the primary), the
+            # record is written all the same, so that a read after the error
+            # gives it, and the error is raised after.
+            unconfirmed: list[NotReplicated] = []
+            least = self._keeper.supersede(spec, key, now, False, unconfirmed)
+            stored = self.backend.put(spec.name, key, data, now, min_version=least)
+            if unconfirmed:
+                raise unconfirmed[0]
+            return stored
         return self.backend.put(spec.name, key, data, now_us())
 
-    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int:
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool,
+                  unconfirmed: list[NotReplicated] | None = None) -> int:  # fmt: skip
         """Before a persisted record of a namespace that keeps history is
         replaced or deleted (the namespace lock held): the keeper keeps the
         current version. The least version the key's next write may take (0
-        when no keeper is wired)."""
+        when no keeper is wired). ``unconfirmed``: see :meth:`Keeper.supersede`."""
         keeper = self._keeper
-        return 0 if keeper is None or spec.history is None else keeper.supersede(spec, key, now_us, deleting)
+        if keeper is None or spec.history is None:
+            return 0
+        return keeper.supersede(spec, key, now_us, deleting, unconfirmed)
 
     def expire_kept(self, specs: list[NamespaceSpec], now_us: int) -> int:
         """Drop kept versions the namespaces' policies no longer keep at

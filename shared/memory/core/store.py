@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hrm_memory.core import values
-from hrm_memory.core.errors import InvalidArgument
+from hrm_memory.core.errors import InvalidArgument, NotReplicated
 from hrm_memory.core.events import Subscription
 from hrm_memory.core.filters import query_filter
 from hrm_memory.core.ops import (
@@ -249,9 +249,12 @@ class Records:
                 old = self.hot.delete(spec.name, key, now_us())
             if spec.tier != "hot":
                 now = now_us()
+                unconfirmed: list[NotReplicated] = []  # as in Core.commit
                 if spec.history is not None:
-                    self.core.supersede(spec, key, now, True)  # the deletion is a kept version
+                    self.core.supersede(spec, key, now, True, unconfirmed)  # the deletion is a kept version
                 old = self.backend.delete(spec.name, key, now) or old
+                if unconfirmed:
+                    raise unconfirmed[0]
             if old is not None:
                 self.bus.record("delete", spec.name, key, old.version + 1, trace_id, old.tier != "hot")
         attrs = None if span is None else {"hrm.memory.hit": old is not None, "hrm.memory.tier": spec.tier}

@@ -70,7 +70,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from hrm_memory.core import values
-from hrm_memory.core.errors import HistoryNotKept, InvalidArgument
+from hrm_memory.core.errors import HistoryNotKept, InvalidArgument, NotReplicated
 from hrm_memory.core.filters import query_filter
 from hrm_memory.core.ops import HistoryOp, QueryAsOfOp, ReadAsOfOp
 from hrm_memory.core.records import Record, Stored
@@ -355,13 +355,28 @@ class History:
             found = self._since[namespace] = (int(data["since"]), data.get("layout") != LAYOUT)
         return found
 
-    def set_since(self, namespace: str, since_us: int) -> None:
-        """Record since when history is complete (an import may move it back)."""
+    def set_since(self, namespace: str, since_us: int, unconfirmed: list[NotReplicated] | None = None) -> None:
+        """Record since when history is complete (an import may move it back).
+        ``unconfirmed``: see :meth:`supersede`."""
         have = self._layout(namespace)
         older = have is not None and have[1]
         data: dict[str, int] = {"since": since_us} if older else {"since": since_us, "layout": LAYOUT}
-        self.backend.put(history_namespace(namespace), SINCE_KEY, values.kept(orjson.dumps(data)), since_us)
+        self._put(history_namespace(namespace), SINCE_KEY, values.kept(orjson.dumps(data)), since_us, unconfirmed)
         self._since[namespace] = (since_us, older)
+
+    def _put(self, namespace: str, key: str, data: bytes, now_us: int,
+             unconfirmed: list[NotReplicated] | None) -> None:  # fmt: skip
+        """A write of the keeper's own. ``NotReplicated`` says it is on the
+        primary but no replica confirmed it yet: with ``unconfirmed`` given,
+        it is noted there and the keeper goes on, so that the record it keeps
+        versions for is written too (a caller told ``NotReplicated`` reads its
+        write back: docs/redis.md) and the caller raises it after."""
+        try:
+            self.backend.put(namespace, key, data, now_us)
+        except NotReplicated as exc:
+            if unconfirmed is None:
+                raise
+            unconfirmed.append(exc)
 
     def _purged(self, namespace: str) -> None:
         """The namespace's data was purged: its kept versions go too."""
@@ -374,7 +389,8 @@ class History:
 
     # -- the keeper ------------------------------------------------------------------
 
-    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool) -> int:
+    def supersede(self, spec: NamespaceSpec, key: str, now_us: int, deleting: bool,
+                  unconfirmed: list[NotReplicated] | None = None) -> int:  # fmt: skip
         policy = spec.history
         if policy is None:
             return 1
@@ -382,7 +398,7 @@ class History:
         backend = self.backend
         layout = self._since.get(name) or self._layout(name)
         if layout is None:
-            self.set_since(name, now_us)
+            self.set_since(name, now_us, unconfirmed)
             layout = self._since[name]
         hidden = PREFIX + name
         tag = tag_of(key)
@@ -405,15 +421,16 @@ class History:
                         least = max(least, int(old[-1][0]) + 1)
             version = self._after_session_copy(spec, key, least)
             if carried is not None:
-                self._append(hidden, tag, ring_size(policy), version, key, carried, now_us)
+                self._append(hidden, tag, ring_size(policy), version, key, carried, now_us, unconfirmed)
             return version
         entry = [prev.version, prev.created_us, prev.updated_us, 0, orjson.Fragment(prev.value)]
         if deleting:
             gone = [prev.version + 1, prev.created_us, now_us, 1, None]
-            backend.put(hidden, tag + HEAD, values.kept(orjson.dumps({"k": key, "v": [entry, gone]})), now_us)
+            self._put(hidden, tag + HEAD, values.kept(orjson.dumps({"k": key, "v": [entry, gone]})), now_us,
+                      unconfirmed)  # fmt: skip
             return prev.version + 1
         version = self._after_session_copy(spec, key, prev.version + 1)
-        self._append(hidden, tag, ring_size(policy), version, key, [entry], now_us)
+        self._append(hidden, tag, ring_size(policy), version, key, [entry], now_us, unconfirmed)
         return version
 
     def relink(self, spec: NamespaceSpec, key: str, version: int, now_us: int) -> None:
@@ -445,9 +462,9 @@ class History:
         return least
 
     def _append(self, hidden: str, tag: str, ring: int | None, by: int, key: str, entries: list[Any],
-                now_us: int) -> None:
+                now_us: int, unconfirmed: list[NotReplicated] | None = None) -> None:
         data = values.kept(orjson.dumps({"k": key, "by": by, "v": entries}))
-        self.backend.put(hidden, slot_name(tag, by, ring), data, now_us)
+        self._put(hidden, slot_name(tag, by, ring), data, now_us, unconfirmed)
 
     def expire(self, specs: list[NamespaceSpec], now_us: int) -> int:
         reclaimed = 0
