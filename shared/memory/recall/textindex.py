@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, NoReturn
 from hrm_memory.core.errors import CorruptRecord, StorageError
 from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
+from hrm_memory.recall.porter import stem as porter_stem
 from hrm_memory.recall.text import light_stem as rt_stem
 from hrm_memory.storage import fsutil as _fs
 from hrm_memory.recall import index_health as health
@@ -875,6 +876,17 @@ class TextIndex:
         if new:
             if len(cache) > STEM_CACHE:
                 cache.clear()
+            # A word of ASCII letters and digits is stemmed here, as FTS5 would
+            # (hrm_memory.recall.porter); only the others cost statements.
+            rest = []
+            for w in new:
+                got_stem = porter_stem(w)
+                if got_stem is None:
+                    rest.append(w)
+                else:
+                    cache[w] = got_stem
+            new = rest
+        if new:
             db.execute("BEGIN")
             try:
                 db.executemany("INSERT INTO temp.qwords(rowid, w) VALUES (?, ?)", list(enumerate(new)))
