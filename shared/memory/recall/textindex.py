@@ -214,6 +214,8 @@ class TextIndex:
         self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
         self._passages = 0
         self._count_version: tuple[int, int] | None = None
+        self._top_id = 0
+        self._top_version: tuple[int, int] | None = None
         self._unmerged = 0  # records this connection indexed since it last merged the segments
 
     def exists(self) -> bool:
@@ -679,12 +681,13 @@ class TextIndex:
             if self._db is None and (self.path is None or not self.path.exists()):
                 return list(terms)
             db = self._conn()
-            top = db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0
+            self._fresh(db)
+            top = self._top(db)
             limit = min(DF_CAP, max(DF_FLOOR, DF_SHARE * top))
             if top <= limit:
                 return list(terms)
             stems = self._stems(db, terms)
-            df = self._frequencies(db, set(stems.values()))
+            df = self._frequencies(db, set(stems.values()), fresh=True)
             freq = {t: df.get(stems.get(t, ""), 0) for t in terms}
             kept = [t for t in terms if freq[t] <= limit]
             if kept:
@@ -850,16 +853,33 @@ class TextIndex:
             self._count_version = version
         return self._passages
 
-    def _frequencies(self, db: sqlite3.Connection, stems: set[str]) -> dict[str, int]:
+    def _top(self, db: sqlite3.Connection) -> int:
+        """The highest record id (how many records the index has held, near
+        enough for a share of them), read once per change, as :meth:`_fresh`,
+        called just before, saw it."""
+        version = self._df_version
+        if version is None or self._top_version != version:
+            self._top_id = int(db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0)
+            self._top_version = version
+        return self._top_id
+
+    def _fresh(self, db: sqlite3.Connection) -> None:
+        """Forget the document frequencies (and counts) remembered when the
+        index changed since they were read: a commit here (counted in
+        ``_commits``) or by another process (SQLite's ``data_version``)."""
+        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
+        if version != self._df_version or len(self._df_cache) > STEM_CACHE:
+            self._df_cache.clear()
+            self._df_version = version
+
+    def _frequencies(self, db: sqlite3.Connection, stems: set[str], *, fresh: bool = False) -> dict[str, int]:
         """Document frequency of each of ``stems``. FTS5 counts them by reading
         each term's whole list of documents, a cost that grows with the store,
-        so they are remembered until the index changes: a commit here (counted
-        in ``_commits``) or by another process (SQLite's ``data_version``)."""
-        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
+        so they are remembered until the index changes (:meth:`_fresh`, run
+        here unless ``fresh``: the caller just did)."""
+        if not fresh:
+            self._fresh(db)
         cache = self._df_cache
-        if version != self._df_version or len(cache) > STEM_CACHE:
-            cache.clear()
-            self._df_version = version
         new = sorted(stems - cache.keys())
         if new:
             marks, args = _in(new)
