@@ -10,13 +10,14 @@ question of new words costs no statement for its stems.
 
 Only words of ASCII letters and digits, lower case, are stemmed here (what
 the ``unicode61`` tokenizer makes of such a word is the word itself); any
-other word is left to SQLite (:func:`stem` returns None).
+other word is left to SQLite (:func:`stem` returns None). Nothing is
+remembered here: the index remembers the stems of the words it was asked
+about, with its own state.
 tests/recall/test_recall_porter.py compares every result with FTS5's own.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -132,7 +133,6 @@ def _apply(word: str, rules: dict[str, list[tuple[str, object, str]]]) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=1 << 14)
 def stem(word: str) -> str | None:
     """FTS5's porter stem of ``word``; None when ``word`` is not lower-case
     ASCII letters and digits (SQLite's tokenizer then decides)."""
