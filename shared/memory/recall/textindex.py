@@ -577,8 +577,8 @@ class TextIndex:
                 return 0
             db = self._conn()
             keys = [k for (k,) in db.execute("SELECT key FROM docs WHERE ns=?", (namespace,))]
+            self._forget_counts()  # (before: the purged texts are not read to move them)
             self.apply([], [(namespace, k) for k in keys])
-            self._forget_counts()  # none of the purged words' counts outlives the purge
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             if self.path is not None:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -595,8 +595,8 @@ class TextIndex:
                 return 0
             db = self._conn()
             found = db.execute("SELECT count(*) FROM docs WHERE ns=? AND key=?", (namespace, key)).fetchone()[0]
+            self._forget_counts()  # (before: the erased text is not read to move them)
             self.apply([], [(namespace, key)])
-            self._forget_counts()  # none of the erased words' counts outlives the erase
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             if self.path is not None:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -967,7 +967,8 @@ class TextIndex:
 
     def _forget_counts(self) -> None:
         """Forget every count remembered, at once (an erase or a purge: no
-        count of a removed word outlives it)."""
+        count of a removed word outlives it, and the removed text is not read
+        to move them: the write that follows finds none to move)."""
         self._df_cache.clear()
         self._commits += 1
 
