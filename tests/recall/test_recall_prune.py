@@ -110,6 +110,38 @@ def test_word_frequencies_follow_every_change_to_the_index(tmp_path: Path) -> No
         own.close()
 
 
+def test_a_store_grown_by_another_connection_is_pruned_from_the_next_query_on(tmp_path: Path) -> None:
+    """How many records the index holds (what a word's share is taken of)
+    is remembered between queries too: an index read while it was small
+    (every word kept) prunes a word made common by another connection's
+    writes at its next query, and by its own writes too."""
+    from hrm_memory.recall.search import Doc
+    from hrm_memory.recall.textindex import TextIndex
+
+    spec = NamespaceSpec("notes.text", index=("text",))
+    with MemoryManager(tmp_path, durability="flush", namespaces=[spec]) as mm:
+        for i in range(DF_FLOOR // 2):
+            mm.write("notes.text", f"k{i:05d}", {"text": f"zebra entry {i}"})
+        mm.recall("warm", namespaces="notes.text")
+        index = TextIndex(tmp_path / "index")
+        try:
+            assert index.selective(["quokka", "zebra"]) == ["quokka", "zebra"]  # small: every word kept
+            for i in range(DF_FLOOR // 2, DF_FLOOR * 3):
+                mm.write("notes.text", f"k{i:05d}", {"text": f"zebra entry {i}"})
+            mm.recall("warm", namespaces="notes.text")
+            assert index.selective(["quokka", "zebra"]) == ["quokka"]  # 'zebra' is now in every document
+        finally:
+            index.close()
+    own = TextIndex(None)
+    try:
+        own.apply([Doc("a.b", f"k{i}", 1, 1, 1, "warm", None, 0.5, "moth", "") for i in range(DF_FLOOR // 2)], [])
+        assert own.selective(["moth", "lynx"]) == ["moth", "lynx"]
+        own.apply([Doc("a.b", f"m{i}", 1, 1, 1, "warm", None, 0.5, "moth", "") for i in range(DF_FLOOR * 3)], [])
+        assert own.selective(["moth", "lynx"]) == ["lynx"]
+    finally:
+        own.close()
+
+
 def test_a_change_that_never_reached_the_log_is_found_by_the_reconcile(tmp_path: Path) -> None:
     """The reconcile compares each key's update time in the store with the
     index's (it is what catches up a dead writer's commit, and every

@@ -277,7 +277,10 @@ class RecallIndex:
         meta: dict[str, str] | None = purge_meta or None
         #: stale keys found by comparing the index with the store, streamed (a whole store's, on a first recall)
         streams: list[Iterable[list[tuple[str, str]]]] = []
-        indexed = [s for s in self.core.registry if s.index and s.tier != "hot"]
+
+        def indexed() -> list[NamespaceSpec]:  # (only when keys are compared with the store: rarely)
+            return [s for s in self.core.registry if s.index and s.tier != "hot"]
+
         if disk is not None and changes is not None:
             start = disk.meta("cursor")
             end = None
@@ -294,18 +297,19 @@ class RecallIndex:
                                        if e.namespace in indexed_now and e.op != RECOVER)
                         # A writer died: its last commits may have no entry; look again.
                         dead = {e.namespace for e in events if e.op == RECOVER}
-                        streams.append(self.stale_batches([s for s in indexed if s.name in dead], full=False))
+                        if dead:
+                            streams.append(self.stale_batches([s for s in indexed() if s.name in dead], full=False))
                 except (CursorExpired, InvalidCursor):
                     start = None
             if start is None:
                 end = changes.cursor()
-                streams.append(self.stale_batches(indexed, full=True))
+                streams.append(self.stale_batches(indexed(), full=True))
                 self._reconciled = True
             if end is not None and end != start:
                 meta = {**(meta or {}), "cursor": end}
         if not self._reconciled and disk is not None and changes is None:
             # No change log: other processes' writes are seen once per process.
-            streams.append(self.stale_batches(indexed, full=False))
+            streams.append(self.stale_batches(indexed(), full=False))
             self._reconciled = True
         if pending or meta or streams:
             self._index_keys(pending, meta, streams)

@@ -316,7 +316,7 @@ class Recall:
         top = max((f[0] for f in found), default=0.0)
         now = time.time()
         dense_refs = [r for r, _ in dense]
-        hits: list[Hit] = []
+        shown_hits: list[tuple[str, str, Record, float, dict[str, Any], str]] = []
         for score, row, session, st, value, shown, part, coverage in found[:k]:
             ref = (row.ns, row.key)
             age_days = max(0.0, now - st.updated_us / 1e6) / 86400
@@ -333,14 +333,17 @@ class Recall:
                 "hits": row.hits,
             }
             record = Record.from_stored(row.ns, st, value, st.tier != "hot")
-            hits.append(Hit(row.ns, row.key, record, score / top if top > 0 else 0.0, 0.0, why, rt.snippet(shown, terms)))
+            shown_hits.append((row.ns, row.key, record, round(score / top if top > 0 else 0.0, 6), why,
+                         rt.snippet(shown, terms)))
         # Consistency: how many of the other hits from the same namespace also
         # match some of the query's words.
         agreeing: dict[str, int] = {}
-        for h in hits:
-            if (h.why or {}).get("coverage", 0) > 0:
-                agreeing[h.namespace] = agreeing.get(h.namespace, 0) + 1
-        return [_with(h, h.why, confidence=_confidence(h, len(hits) - 1, agreeing.get(h.namespace, 0))) for h in hits]
+        for ns, _, _, _, why, _ in shown_hits:
+            if why["coverage"] > 0:
+                agreeing[ns] = agreeing.get(ns, 0) + 1
+        others = len(shown_hits) - 1
+        return [Hit(ns, key, record, score, _confidence(why, others, agreeing.get(ns, 0)), why, shown)
+                for ns, key, record, score, why, shown in shown_hits]
 
     def _weights(self, terms: list[str]) -> dict[str, float]:
         """Each query word's specificity (idf), from the persisted index (the
@@ -451,7 +454,7 @@ def _fuse(lexical: list[tuple[str, str]], dense: list[tuple[tuple[str, str], flo
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _confidence(hit: Hit, others: int, agreeing: int) -> float:
+def _confidence(why: dict[str, Any], others: int, agreeing: int) -> float:
     """Relevance, source quality, recency, consistency (the share of the
     ``others`` hits, ``agreeing`` of them from this hit's namespace, that
     corroborate the query words) and completeness (the share of the query's
@@ -459,7 +462,6 @@ def _confidence(hit: Hit, others: int, agreeing: int) -> float:
     weighted by :data:`WEIGHTS`, then scaled by the square root of that
     completeness: a hit whose passage shares no specific word with the
     question is not a confident one, however it ranked."""
-    why = hit.why or {}
     consistency = 1.0
     if others:
         agree = agreeing - (1 if why.get("coverage", 0) > 0 else 0)  # the others only

@@ -223,8 +223,14 @@ def _shown_paths(nodes: list[tuple[str, Any, str]]) -> str:
     parts = []
     for i, (path, values) in enumerate(shown.items()):
         joined = ", ".join(values)
-        parts.append(joined if i == 0 else f"{_SUBSCRIPTS.sub('', path)}: {joined}")
+        parts.append(joined if i == 0 else f"{_field(path)}: {joined}")
     return "; ".join(parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def _field(path: str) -> str:
+    """An indexed path as a hit names its values (``tags[*]`` is ``tags``)."""
+    return _SUBSCRIPTS.sub("", path)
 
 
 def _split(node: Any, label: str, out: list[Passage]) -> None:
@@ -268,7 +274,12 @@ def _collection(node: Any) -> bool:
     """A map or list of three or more entries that are maps or lists (people,
     messages), or a part holding one: split into its entries however short,
     each its own passage."""
-    entries = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    if isinstance(node, dict):
+        entries: Any = node.values()
+    elif isinstance(node, list):
+        entries = node
+    else:  # a string or a number (most indexed paths' leaves)
+        return False
     inner = [e for e in entries if isinstance(e, (dict, list))]
     return len(inner) >= 3 or any(_collection(e) for e in inner)
 
@@ -280,6 +291,8 @@ def _label(key: str) -> str:
 
 
 def _text(node: Any) -> str:
+    if isinstance(node, str):  # a leaf: itself
+        return node
     out: list[str] = []
     _leaves(node, out)
     return "\n".join(out)

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, NoReturn
 from hrm_memory.core.errors import CorruptRecord, StorageError
 from hrm_memory.core.records import Finding
 from hrm_memory.recall.index import Doc
+from hrm_memory.recall.porter import stem as porter_stem
 from hrm_memory.recall.text import light_stem as rt_stem
 from hrm_memory.storage import fsutil as _fs
 from hrm_memory.recall import index_health as health
@@ -138,6 +139,70 @@ STEM_CACHE = 50_000
 MERGE_AFTER = 5_000
 
 
+#: A write of at most this many records keeps the document frequencies
+#: this connection remembers, each moved by what the write added and removed
+#: (the words of the passages it wrote and deleted, stemmed in Python); a
+#: larger one (a bulk catch-up) forgets them, as does a write of text that
+#: is not ASCII (whose tokens only SQLite's tokenizer can tell), a write by
+#: another process, and every erase or purge.
+KEEP_COUNTS_UP_TO = 64
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+class _Moved:
+    """What one write transaction changed in the counts: each stem's number
+    of passages (``stems``) and the number of records (``docs``); ``exact``
+    false once a text was met whose stems cannot be told here."""
+
+    __slots__ = ("stems", "docs", "exact")
+
+    def __init__(self) -> None:
+        self.stems: dict[str, int] = {}
+        self.docs = 0
+        self.exact = True
+
+    def passage(self, sign: int, *texts: str) -> None:
+        """A passage (its columns' texts) added (``sign`` 1) or removed (-1)."""
+        if not self.exact:
+            return
+        held = _stems_of(texts)
+        if held is None:
+            self.exact = False
+            return
+        stems = self.stems
+        for st in held:
+            stems[st] = stems.get(st, 0) + sign
+
+    def rewritten(self, old: Sequence[str], new: Sequence[str]) -> None:
+        """A passage whose columns changed from ``old`` to ``new``."""
+        if not self.exact:
+            return
+        before, after = _stems_of(old), _stems_of(new)
+        if before is None or after is None:
+            self.exact = False
+            return
+        stems = self.stems
+        for st in after - before:
+            stems[st] = stems.get(st, 0) + 1
+        for st in before - after:
+            stems[st] = stems.get(st, 0) - 1
+
+
+def _stems_of(texts: Sequence[str]) -> set[str] | None:
+    """The stems FTS5 indexes a passage of ``texts`` (its columns) under,
+    when every text is ASCII (None otherwise: only SQLite's tokenizer can tell)."""
+    out: set[str] = set()
+    for text in texts:
+        if not text.isascii():
+            return None
+        for token in _ASCII_TOKEN.findall(text.lower()):
+            st = porter_stem(token)
+            if st is None:
+                return None
+            out.add(st)
+    return out
+
+
 def _within_postings(terms: Sequence[str], freq: dict[str, int], budget: int | None = None) -> list[str]:
     """``terms`` rarest first while their passage counts sum to at most
     ``budget`` (None: :data:`POSTINGS`; the rarest always), in their own order."""
@@ -208,11 +273,14 @@ class TextIndex:
         self._stem_cache: dict[str, str] = {}
         self._df_cache: dict[str, int] = {}
         self._df_version: tuple[int, int] | None = None
-        self._commits = 0  # changes this connection made to the documents
+        self._commits = 0  # changes this connection made to the documents that the counts were not moved by
+        self._moved: _Moved | None = None  # what the write transaction under way changed in the counts
         self._ino: int | None = None  # of the file this connection opened
         self.set_aside: list[tuple[str, str]] = []  # (where, why): damaged files this instance moved aside
         self._passages = 0
         self._count_version: tuple[int, int] | None = None
+        self._top_id = 0
+        self._top_version: tuple[int, int] | None = None
         self._unmerged = 0  # records this connection indexed since it last merged the segments
 
     def exists(self) -> bool:
@@ -380,13 +448,17 @@ class TextIndex:
                 return  # removals from an empty index (the in-memory one, most of the time)
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
-            self._commits += 1  # what the frequencies were read from may change
+            removed = list(removals)
+            # A small write moves the counts remembered (when there are any)
+            # by what it changes; any other forgets them.
+            small = len(upserts) + len(removed) <= KEEP_COUNTS_UP_TO
+            moved = self._moved = _Moved() if self._df_cache and small else None
             try:
                 if purged is not None and upserts:
                     gone = purged()
                     if gone is None or gone:
                         upserts = [d for d in upserts if gone is not None and d.ns not in gone]
-                for ns, key in removals:
+                for ns, key in removed:
                     self._remove(db, ns, key)
                 # oldest first, so a record's predecessor is in the index before it
                 for doc in sorted(upserts, key=lambda d: (d.ns, d.created_us, d.key)):
@@ -407,9 +479,13 @@ class TextIndex:
                     assert rowid is not None
                     parts = (list(doc.parts) or [doc.body])[:PARTS]
                     before = self._before(db, doc.ns, doc.created_us, doc.key, rowid)
-                    db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", [
-                        ((rowid << PART_BITS) | i, part, doc.ctx, _near(before, parts, i))
-                        for i, part in enumerate(parts)])
+                    rows = [((rowid << PART_BITS) | i, part, doc.ctx, _near(before, parts, i))
+                            for i, part in enumerate(parts)]
+                    db.executemany("INSERT INTO fts(rowid, body, ctx, near) VALUES (?,?,?,?)", rows)
+                    if moved is not None:
+                        moved.docs += 1
+                        for _, body, ctx, near in rows:
+                            moved.passage(1, body, ctx, near)
                     self._unmerged += 1
                     if doc.vec is not None:
                         db.execute("INSERT INTO vecs(id, vec) VALUES (?,?)", (rowid, doc.vec))
@@ -420,8 +496,12 @@ class TextIndex:
                     db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?,?)", (name, value))
                 db.execute("COMMIT")
             except BaseException:
+                self._moved = None
+                self._commits += 1  # rolled back, or not: the counts are read again
                 db.execute("ROLLBACK")
                 raise
+            self._moved = None
+            self._counted(moved)
             if meta and self._unmerged >= MERGE_AFTER:  # the end of a catch-up (its cursor written)
                 self._merge(db)
 
@@ -461,19 +541,28 @@ class TextIndex:
         if nxt is None:
             return
         rowid, nxt_created, nxt_key = nxt
-        first = db.execute("SELECT rowid, body, near FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
+        first = db.execute("SELECT rowid, body, near, ctx FROM fts WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
                            (rowid << PART_BITS, (rowid << PART_BITS) | (PARTS - 1), NEAR_PASSAGES)).fetchall()
         before = self._before(db, ns, nxt_created, nxt_key, rowid)
-        parts = [str(body) for _, body, _ in first]
-        for i, (passage, _, near) in enumerate(first):
+        parts = [str(body) for _, body, _, _ in first]
+        moved = self._moved
+        for i, (passage, body, near, ctx) in enumerate(first):
             fresh = _near(before, parts, i)
             if fresh != near:
                 db.execute("UPDATE fts SET near=? WHERE rowid=?", (fresh, passage))
+                if moved is not None:
+                    moved.rewritten((body, ctx, near), (body, ctx, fresh))
 
     def _remove(self, db: sqlite3.Connection, ns: str, key: str) -> None:
         """Delete ``key``'s rows, and its text from the next record's near column."""
         row = db.execute("SELECT id, created_us FROM docs WHERE ns=? AND key=?", (ns, key)).fetchone()
         if row is not None:
+            moved = self._moved
+            if moved is not None:
+                moved.docs -= 1
+                for body, ctx, near in db.execute("SELECT body, ctx, near FROM fts WHERE rowid BETWEEN ? AND ?",
+                                                  (row[0] << PART_BITS, (row[0] << PART_BITS) | (PARTS - 1))):
+                    moved.passage(-1, body, ctx, near)
             db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?",
                        (row[0] << PART_BITS, (row[0] << PART_BITS) | (PARTS - 1)))
             db.execute("DELETE FROM vecs WHERE id=?", (row[0],))
@@ -488,6 +577,7 @@ class TextIndex:
                 return 0
             db = self._conn()
             keys = [k for (k,) in db.execute("SELECT key FROM docs WHERE ns=?", (namespace,))]
+            self._forget_counts()  # (before: the purged texts are not read to move them)
             self.apply([], [(namespace, k) for k in keys])
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             if self.path is not None:
@@ -505,6 +595,7 @@ class TextIndex:
                 return 0
             db = self._conn()
             found = db.execute("SELECT count(*) FROM docs WHERE ns=? AND key=?", (namespace, key)).fetchone()[0]
+            self._forget_counts()  # (before: the erased text is not read to move them)
             self.apply([], [(namespace, key)])
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             if self.path is not None:
@@ -678,12 +769,13 @@ class TextIndex:
             if self._db is None and (self.path is None or not self.path.exists()):
                 return list(terms)
             db = self._conn()
-            top = db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0
+            self._fresh(db)
+            top = self._top(db)
             limit = min(DF_CAP, max(DF_FLOOR, DF_SHARE * top))
             if top <= limit:
                 return list(terms)
             stems = self._stems(db, terms)
-            df = self._frequencies(db, set(stems.values()))
+            df = self._frequencies(db, set(stems.values()), fresh=True)
             freq = {t: df.get(stems.get(t, ""), 0) for t in terms}
             kept = [t for t in terms if freq[t] <= limit]
             if kept:
@@ -849,16 +941,54 @@ class TextIndex:
             self._count_version = version
         return self._passages
 
-    def _frequencies(self, db: sqlite3.Connection, stems: set[str]) -> dict[str, int]:
+    def _top(self, db: sqlite3.Connection) -> int:
+        """The highest record id (how many records the index has held, near
+        enough for a share of them), read once per change, as :meth:`_fresh`,
+        called just before, saw it."""
+        version = self._df_version
+        if version is None or self._top_version != version:
+            self._top_id = int(db.execute("SELECT max(id) FROM docs").fetchone()[0] or 0)
+            self._top_version = version
+        return self._top_id
+
+    def _counted(self, moved: _Moved | None) -> None:
+        """After this connection's write: move the counts remembered by what
+        it changed (``moved``), or forget them (None, or not exact)."""
+        if moved is None or not moved.exact:
+            self._commits += 1
+            return
+        cache = self._df_cache
+        for st, n in moved.stems.items():
+            if n and st in cache:
+                cache[st] += n
+        if moved.docs and self._count_version is not None and self._count_version == self._df_version:
+            self._passages += moved.docs
+        self._top_version = None  # (the highest id: one cheap statement to read again)
+
+    def _forget_counts(self) -> None:
+        """Forget every count remembered, at once (an erase or a purge: no
+        count of a removed word outlives it, and the removed text is not read
+        to move them: the write that follows finds none to move)."""
+        self._df_cache.clear()
+        self._commits += 1
+
+    def _fresh(self, db: sqlite3.Connection) -> None:
+        """Forget the document frequencies (and counts) remembered when the
+        index changed since they were read: a commit here (counted in
+        ``_commits``) or by another process (SQLite's ``data_version``)."""
+        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
+        if version != self._df_version or len(self._df_cache) > STEM_CACHE:
+            self._df_cache.clear()
+            self._df_version = version
+
+    def _frequencies(self, db: sqlite3.Connection, stems: set[str], *, fresh: bool = False) -> dict[str, int]:
         """Document frequency of each of ``stems``. FTS5 counts them by reading
         each term's whole list of documents, a cost that grows with the store,
-        so they are remembered until the index changes: a commit here (counted
-        in ``_commits``) or by another process (SQLite's ``data_version``)."""
-        version = (db.execute("PRAGMA data_version").fetchone()[0], self._commits)
+        so they are remembered until the index changes (:meth:`_fresh`, run
+        here unless ``fresh``: the caller just did)."""
+        if not fresh:
+            self._fresh(db)
         cache = self._df_cache
-        if version != self._df_version or len(cache) > STEM_CACHE:
-            cache.clear()
-            self._df_version = version
         new = sorted(stems - cache.keys())
         if new:
             marks, args = _in(new)
@@ -875,6 +1005,17 @@ class TextIndex:
         if new:
             if len(cache) > STEM_CACHE:
                 cache.clear()
+            # A word of ASCII letters and digits is stemmed here, as FTS5 would
+            # (hrm_memory.recall.porter); only the others cost statements.
+            rest = []
+            for w in new:
+                got_stem = porter_stem(w)
+                if got_stem is None:
+                    rest.append(w)
+                else:
+                    cache[w] = got_stem
+            new = rest
+        if new:
             db.execute("BEGIN")
             try:
                 db.executemany("INSERT INTO temp.qwords(rowid, w) VALUES (?, ?)", list(enumerate(new)))
@@ -914,6 +1055,9 @@ class TextIndex:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+            # A connection opened later counts afresh (its data_version is its own).
+            self._df_cache.clear()
+            self._commits += 1
 
 
 __all__ = ["RANKED", "Row", "TextIndex", "first_probe"]
