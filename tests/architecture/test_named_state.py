@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 STORE = REPO / "shared" / "memory" / "core" / "store.py"
 TIER = REPO / "storage" / "file" / "warm" / "tier.py"
 #: Names these modules give true sequences, indexed by place: bytes and strings,
-#: and the first or last of a sorted list.
-SEQUENCES = {"line", "name", "entries", "lost"}
+#: the first or last of a sorted list, and the first of the errors collected
+#: while a write goes on (``unconfirmed``).
+SEQUENCES = {"line", "name", "entries", "lost", "unconfirmed"}
 RECORD_FILES = [STORE, REPO / "storage" / "hot.py", *sorted((REPO / "storage" / "file" / "warm").glob("*.py"))]
 
 
