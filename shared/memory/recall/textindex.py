@@ -379,6 +379,10 @@ class TextIndex:
                 ))
         return findings
 
+    def _absent(self) -> bool:
+        """No index to read or change: none opened here and no file."""
+        return self._db is None and (self.path is None or not self.path.exists())
+
     def _conn(self) -> sqlite3.Connection:
         db = self._db
         if db is not None:
@@ -573,7 +577,7 @@ class TextIndex:
         """Remove every row of ``namespace`` and leave none of its text in the
         file: merged segments, zeroed free pages, an empty WAL."""
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return 0
             db = self._conn()
             keys = [k for (k,) in db.execute("SELECT key FROM docs WHERE ns=?", (namespace,))]
@@ -591,7 +595,7 @@ class TextIndex:
         finds no copy without one), the full-text segments merged (the old
         ones held its terms), the WAL checkpointed and truncated."""
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return 0
             db = self._conn()
             found = db.execute("SELECT count(*) FROM docs WHERE ns=? AND key=?", (namespace, key)).fetchone()[0]
@@ -632,7 +636,7 @@ class TextIndex:
     def newest(self, namespace: str, n: int) -> list[tuple[str, int]]:
         """``(key, version)`` of the ``n`` most recently updated live rows of ``namespace``."""
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return []
             rows = self._conn().execute(
                 "SELECT key, version FROM docs WHERE ns=? AND tier != 'cold' ORDER BY updated_us DESC, key LIMIT ?",
@@ -673,7 +677,7 @@ class TextIndex:
         if not namespaces:
             return []
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return []  # nothing indexed yet: not worth creating the database for
             db = self._conn()
             db.execute("BEGIN")  # one snapshot for every statement
@@ -766,7 +770,7 @@ class TextIndex:
         documents of an index over :data:`DF_CAP` passages (then none: such a
         query ranks nothing)."""
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return list(terms)
             db = self._conn()
             self._fresh(db)
@@ -804,7 +808,7 @@ class TextIndex:
         if not namespaces or not words:
             return []
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return []
             db = self._conn()
             stems = self._stems(db, words)
@@ -871,7 +875,7 @@ class TextIndex:
         if not namespaces or not terms:
             return []
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return []
             db = self._conn()
             stems = self._stems(db, terms)
@@ -908,7 +912,7 @@ class TextIndex:
             return None  # selective() kept them within the budget
         budget = POSTINGS if budget is None else budget
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return None
             db = self._conn()
             stems = self._stems(db, terms)
@@ -920,7 +924,7 @@ class TextIndex:
         frequency over the passages (bm25's, floored at a small positive
         value); a word the index lacks weighs as a word in one passage."""
         with self._locked():
-            if self._db is None and (self.path is None or not self.path.exists()):
+            if self._absent():
                 return {t: 1.0 for t in terms}
             db = self._conn()
             stems = self._stems(db, terms)
