@@ -152,20 +152,23 @@ _ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
 class _Moved:
     """What one write transaction changed in the counts: each stem's number
     of passages (``stems``) and the number of records (``docs``); ``exact``
-    false once a text was met whose stems cannot be told here."""
+    false once a text was met whose stems cannot be told here. ``cache``
+    is the index's ``word -> stem`` memo (:meth:`TextIndex._stems`): a
+    write's words are mostly words stemmed before."""
 
-    __slots__ = ("stems", "docs", "exact")
+    __slots__ = ("stems", "docs", "exact", "cache")
 
-    def __init__(self) -> None:
+    def __init__(self, cache: dict[str, str]) -> None:
         self.stems: dict[str, int] = {}
         self.docs = 0
         self.exact = True
+        self.cache = cache
 
     def passage(self, sign: int, *texts: str) -> None:
         """A passage (its columns' texts) added (``sign`` 1) or removed (-1)."""
         if not self.exact:
             return
-        held = _stems_of(texts)
+        held = _stems_of(texts, self.cache)
         if held is None:
             self.exact = False
             return
@@ -177,7 +180,7 @@ class _Moved:
         """A passage whose columns changed from ``old`` to ``new``."""
         if not self.exact:
             return
-        before, after = _stems_of(old), _stems_of(new)
+        before, after = _stems_of(old, self.cache), _stems_of(new, self.cache)
         if before is None or after is None:
             self.exact = False
             return
@@ -188,17 +191,23 @@ class _Moved:
             stems[st] = stems.get(st, 0) - 1
 
 
-def _stems_of(texts: Sequence[str]) -> set[str] | None:
+def _stems_of(texts: Sequence[str], cache: dict[str, str]) -> set[str] | None:
     """The stems FTS5 indexes a passage of ``texts`` (its columns) under,
-    when every text is ASCII (None otherwise: only SQLite's tokenizer can tell)."""
+    when every text is ASCII (None otherwise: only SQLite's tokenizer can
+    tell); each word's stem looked up in, or added to, ``cache``."""
     out: set[str] = set()
     for text in texts:
         if not text.isascii():
             return None
         for token in _ASCII_TOKEN.findall(text.lower()):
-            st = porter_stem(token)
+            st = cache.get(token)
             if st is None:
-                return None
+                st = porter_stem(token)
+                if st is None:
+                    return None
+                if len(cache) > STEM_CACHE:
+                    cache.clear()
+                cache[token] = st
             out.add(st)
     return out
 
@@ -456,7 +465,7 @@ class TextIndex:
             # A small write moves the counts remembered (when there are any)
             # by what it changes; any other forgets them.
             small = len(upserts) + len(removed) <= KEEP_COUNTS_UP_TO
-            moved = self._moved = _Moved() if self._df_cache and small else None
+            moved = self._moved = _Moved(self._stem_cache) if self._df_cache and small else None
             try:
                 if purged is not None and upserts:
                     gone = purged()
