@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import enum
 import importlib
+import re
 import subprocess
 import sys
 import zipfile
@@ -140,6 +141,21 @@ def test_no_import_goes_up_a_layer(modules: dict[str, ast.Module]) -> None:
         if layer(dst) > layer(src)
     ]
     assert upward == []
+
+
+def test_the_architecture_page_states_these_layers() -> None:
+    """docs/architecture.md's layer table names each prefix of LAYERS in the
+    row of its layer, and nothing else: the page a maintainer reads is the
+    rule this module checks."""
+    page = (REPO / "docs" / "architecture.md").read_text()
+    stated: dict[str, int] = {}
+    for line in page.splitlines():
+        row = re.match(r"\| (\d) \| (`hrm_memory[^|]*)\|", line)
+        if row:
+            for name in re.findall(r"`(hrm_memory[\w.]*)`", row.group(2)):
+                assert name not in stated, f"{name} is in two rows"
+                stated[name] = int(row.group(1))
+    assert stated == LAYERS
 
 
 def test_no_import_circle(modules: dict[str, ast.Module]) -> None:
