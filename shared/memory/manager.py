@@ -75,7 +75,7 @@ from hrm_memory.storage import DURABILITY, FileBackend, HotTier
 from hrm_memory.storage.sealed.keys import FileKeys, KeyProvider, keys_dir
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
 from hrm_memory.storage.memory import MemoryBackend
-from hrm_memory.storage.sealed.backend import GroupOf, Rotation, SealedBackend, StoreId
+from hrm_memory.storage.sealed.backend import Rotation, SealedBackend, StoreId
 from hrm_memory.storage.sealed.wrap import Passphrase
 from hrm_memory.recall.textindex import TextIndex
 from hrm_memory.tracing.spans import Tracing
@@ -483,7 +483,7 @@ class MemoryManager(Operations):
             if keys is None:
                 store_id = StoreId(backend)
                 keys = FileKeys(lambda: keys_dir() / f"{store_id.get()}.json")
-            sealed = SealedBackend(backend, group_of(registry.specs), keys, functools.partial(sealed_names, registry))
+            sealed = SealedBackend(backend, registry.groups.get, keys, functools.partial(sealed_names, registry))
             core = Core(
                 sealed,
                 HotTier(),
@@ -769,27 +769,6 @@ class Consent:
         records and their log lines, its cold archive, quarantined copies).
         Returns counts per namespace."""
         return self._pipeline.run(ConsentOp(category, False, purge))  # type: ignore[no-any-return]
-
-
-def group_of(specs: dict[str, NamespaceSpec]) -> GroupOf:
-    """``namespace -> key group`` over the live registry ``specs``: the
-    consent category of a gated namespace, ``"ns:<name>"`` for one declared
-    with ``encrypt=True``, the same for its kept history (``_h.<name>``),
-    None for the rest (stored as it is)."""
-
-    cut = len(HISTORY_PREFIX)
-
-    def of(namespace: str) -> str | None:  # on every read and write: the common case first
-        spec = specs.get(namespace)
-        if spec is None:
-            if not namespace.startswith(HISTORY_PREFIX) or (spec := specs.get(namespace[cut:])) is None:
-                return None
-        consent = spec.consent
-        if consent is not None:
-            return consent
-        return f"ns:{spec.name}" if spec.encrypt else None
-
-    return of
 
 
 def sealed_names(registry: Registry) -> list[str]:

@@ -201,7 +201,9 @@ class Cipher:
 
 class SealedBackend:
     """A :class:`Backend` that seals the values of the namespaces ``group_of``
-    names a key group for, around ``inner`` (see the module docstring)."""
+    names a key group for, around ``inner`` (see the module docstring).
+    ``group_of`` runs on every read and write: the manager gives its
+    registry's ``groups.get``, a dict look-up."""
 
     def __init__(self, inner: Backend, group_of: GroupOf, keys: KeyProvider,
                  names: Callable[[], list[str]] | None = None) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hrm_memory import (
     EnvKeys,
@@ -30,6 +32,7 @@ from hrm_memory import (
     NamespaceSpec,
     WrongKey,
 )
+from hrm_memory.core.spec import HISTORY_PREFIX, Registry, key_group
 from hrm_memory.storage.sealed.keys import DataKey, keys_dir, make_keyring
 from hrm_memory.storage.sealed.backend import parse
 from tests.helpers.redis_server import RedisServer, binary
@@ -88,6 +91,49 @@ def test_ungated_namespaces_are_stored_as_they_are_and_opt_in_seals(tmp_path: Pa
         assert len(ids) == 1
         mm.undeclare("crypto.secret", purge=True)
         assert mm.keys.ids("ns:crypto.secret") == []
+
+
+def test_a_namespace_sealed_after_it_was_plain_is_sealed_in_every_manager(tmp_path: Path) -> None:
+    """Which namespaces are sealed follows every change of the declarations:
+    undeclared and declared again with ``encrypt=True`` in one manager, and
+    declared at run time by another manager on the same root."""
+    root = tmp_path / "store"
+    with MemoryManager(root) as a, MemoryManager(root) as b:
+        a.declare(NamespaceSpec("crypto.later", owner="crypto"))
+        a.write("crypto.later", "k", {"text": CANARY + "-plain"})
+        assert files_holding(root, CANARY + "-plain")
+        a.undeclare("crypto.later", purge=True)
+        a.declare(NamespaceSpec("crypto.later", owner="crypto", encrypt=True))
+        a.write("crypto.later", "k", {"text": CANARY + "-a"})
+        a.declare(NamespaceSpec("crypto.other", owner="crypto", encrypt=True, history=Keep(versions=2)))
+        b.write("crypto.other", "k", {"text": CANARY + "-b1"})  # b learns of it from the store
+        b.write("crypto.other", "k", {"text": CANARY + "-b2"})  # the first version goes to kept history
+        assert b.read("crypto.later", "k") == {"text": CANARY + "-a"}
+        assert [v.value for v in a.history("crypto.other", "k")] == [{"text": CANARY + "-b2"}, {"text": CANARY + "-b1"}]
+    for tag in ("-a", "-b1", "-b2"):
+        assert files_holding(root, CANARY + tag) == [], tag
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["declare", "remove"]), st.sampled_from(["aa.one", "aa.two", "bb.three"]),
+                          st.sampled_from([None, "conversation", "signals"]), st.booleans())))
+def test_the_registry_names_the_key_group_of_every_sealed_namespace_and_its_history(
+        steps: list[tuple[str, str, str | None, bool]]) -> None:
+    """``Registry.groups`` (the sealing backend's look-up) answers as the rule
+    itself for every name, declared or not, and for the kept history's
+    ``_h.<name>``, whatever declarations came and went before."""
+    registry = Registry()
+    for action, name, consent, encrypt in steps:
+        if action == "remove":
+            registry.remove(name)
+        elif name not in registry:
+            registry.declare(NamespaceSpec(name, consent=consent, encrypt=encrypt))
+    for name in ("aa.one", "aa.two", "bb.three", "cc.never"):
+        spec = registry.specs.get(name)
+        group = None if spec is None else (spec.consent or (f"ns:{name}" if spec.encrypt else None))
+        assert registry.groups.get(name) == group == (None if spec is None else key_group(spec))
+        assert registry.groups.get(HISTORY_PREFIX + name) == group
+    assert len(registry.groups) == 2 * sum(key_group(s) is not None for s in registry)
 
 
 @needs_redis

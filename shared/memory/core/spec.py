@@ -55,6 +55,10 @@ _RESERVED = frozenset(
     + [f"lpt{i}" for i in range(10)]
 )
 
+#: The store-internal namespace of a namespace's kept versions is this prefix
+#: and its name (a declared name never starts with ``_``).
+HISTORY_PREFIX = "_h."
+
 #: Keys are stored inside files, never used as file names, so they may hold any
 #: printable text; the limit keeps index memory and log lines bounded.
 MAX_KEY_BYTES = 1024
@@ -277,11 +281,21 @@ def conflict(new: NamespaceSpec, old: NamespaceSpec, where: str = "") -> Namespa
     )
 
 
+def key_group(spec: NamespaceSpec) -> str | None:
+    """The key group sealing ``spec``'s values at rest: its consent category,
+    ``ns:<name>`` for one declared with ``encrypt=True``, else None (stored
+    as it is). Its kept history is sealed under the same group."""
+    if spec.consent is not None:
+        return spec.consent
+    return f"ns:{spec.name}" if spec.encrypt else None
+
+
 class Registry:
     """The declared namespaces, by name. Thread-safe."""
 
     def __init__(self, specs: Iterable[NamespaceSpec] = ()) -> None:
         self._specs: dict[str, NamespaceSpec] = {}
+        self._groups: dict[str, str] = {}
         self._lock = threading.Lock()
         for spec in specs:
             self.declare(spec)
@@ -290,6 +304,16 @@ class Registry:
     def specs(self) -> dict[str, NamespaceSpec]:
         """The live name -> spec dict (read it, never change it: the hot path's lookup)."""
         return self._specs
+
+    @property
+    def groups(self) -> dict[str, str]:
+        """The live name -> key group dict of the sealed namespaces and of
+        their kept history (:func:`key_group`); a name it lacks is stored as
+        it is. Read it, never change it: every read and write of a store
+        with sealed namespaces looks here. A spec's entries are in place
+        before the spec is, and stay until it is gone, so no thread sees a
+        sealed namespace declared and unsealed."""
+        return self._groups
 
     def check(self, spec: NamespaceSpec) -> None:
         """Raise :class:`NamespaceConflict` if ``spec.name`` is declared differently."""
@@ -304,12 +328,17 @@ class Registry:
         raises :class:`NamespaceConflict` naming the fields that differ."""
         with self._lock:
             self.check(spec)
+            group = key_group(spec)
+            if group is not None:
+                self._groups[spec.name] = self._groups[HISTORY_PREFIX + spec.name] = group
             self._specs[spec.name] = spec
             return spec
 
     def remove(self, name: str) -> None:
         with self._lock:
             self._specs.pop(name, None)
+            self._groups.pop(name, None)
+            self._groups.pop(HISTORY_PREFIX + name, None)
 
     def get(self, name: str) -> NamespaceSpec:
         """The spec of ``name``; raises :class:`UndeclaredNamespace` (or

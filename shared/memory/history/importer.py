@@ -61,7 +61,7 @@ from hrm_memory.core.errors import (
 )
 from hrm_memory.core.ops import ImportOp
 from hrm_memory.core.records import Stored
-from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, check_key, conflict
+from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, check_key, conflict, key_group
 from hrm_memory.core.state import CONSENT_NAMESPACE, Attrs, Core, Handlers
 from hrm_memory.history.keeper import History
 from hrm_memory.history.portable import FORMAT, VERSION
@@ -161,14 +161,6 @@ class Carried:
             self.secrets[(w.group, w.key_id)] = unwrap(kek, w).secret
             if w.current:
                 self.current.add((w.group, w.key_id))
-
-
-def group_for(spec: NamespaceSpec) -> str | None:
-    """The key group sealing ``spec``'s values, as the manager's ``group_of``
-    names it: its consent category, ``ns:<name>`` for ``encrypt=True``, else None."""
-    if spec.consent is not None:
-        return spec.consent
-    return f"ns:{spec.name}" if spec.encrypt else None
 
 
 class Importer:
@@ -281,7 +273,7 @@ class Importer:
         if type(raw) is not list or not raw:
             raise InvalidArgument("versions must be a non-empty list")
         versions = tuple(_version(entry) for entry in raw)
-        group = group_for(spec) if carried.version >= 2 else None
+        group = key_group(spec) if carried.version >= 2 else None
         sealed = None
         if group is not None:
             if tier is not None and not versions[-1].deleted:
@@ -580,4 +572,4 @@ def _open_in(source: Any, stack: ExitStack) -> IO[bytes]:
     raise InvalidArgument(f"import_() reads from a path or a binary file, not {type(source).__name__}")
 
 
-__all__ = ["BadImportLine", "Carried", "Importer", "KeptVersion", "RecordLine", "group_for"]
+__all__ = ["BadImportLine", "Carried", "Importer", "KeptVersion", "RecordLine"]

@@ -74,12 +74,12 @@ from hrm_memory.core.errors import HistoryNotKept, InvalidArgument, NotReplicate
 from hrm_memory.core.filters import query_filter
 from hrm_memory.core.ops import HistoryOp, QueryAsOfOp, ReadAsOfOp
 from hrm_memory.core.records import Record, Stored
-from hrm_memory.core.spec import DAY, Keep, NamespaceSpec, check_key
+from hrm_memory.core.spec import DAY, HISTORY_PREFIX, Keep, NamespaceSpec, check_key
 from hrm_memory.core.state import Attrs, Core, Handlers
 from hrm_memory.tracing.spans import OpSpan
 
 #: The store-internal namespace holding ``namespace``'s kept versions.
-PREFIX = "_h."
+PREFIX = HISTORY_PREFIX
 #: The record of a history namespace saying since when its history is complete.
 SINCE_KEY = "\x00since"
 #: The layout the since record names when every key's history is in slots.
