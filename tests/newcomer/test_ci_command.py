@@ -30,6 +30,7 @@ def test_the_test_extra_installs_the_worker_plugin() -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     names = {re.split(r"[<>=!~\[ ]", requirement, maxsplit=1)[0] for requirement in extras["test"]}
     assert "pytest-xdist" in names
-    matrix = (REPO / ".ci" / "tracing-matrix").read_text()
     # the oldest-SDK virtualenv installs its test runner by hand: the workers' plugin too
-    assert "'pytest-xdist>=" in matrix
+    oldest = (REPO / ".ci" / "oldest-otel-venv").read_text()
+    assert "'pytest-xdist>=" in oldest
+    assert ".ci/oldest-otel-venv" in (REPO / ".ci" / "tracing-matrix").read_text()
