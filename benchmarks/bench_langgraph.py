@@ -63,7 +63,7 @@ SEARCHES = 50
 
 @contextmanager
 def _memory_store(root: Path, durability: str) -> Iterator[Any]:
-    from hrm_memory.integrations.langgraph import MemoryStore
+    from hrm_memory.langgraph import MemoryStore
 
     with MemoryStore(root=str(root), durability=durability) as store:
         yield store
@@ -170,7 +170,7 @@ def quality(repo: str, bench_dir: Path) -> str:
     from langgraph.store.memory import InMemoryStore
 
     from benchmarks.bench_recall import KS, load, questions, score, turns
-    from hrm_memory.integrations.langgraph import MemoryStore
+    from hrm_memory.langgraph import MemoryStore
 
     root = bench_dir / "langgraph-quality"
     shutil.rmtree(root, ignore_errors=True)
