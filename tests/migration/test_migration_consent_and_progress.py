@@ -263,7 +263,14 @@ def peak_of(command: Any) -> int:
 def test_memory_stays_bounded_on_a_big_tree(tmp_path: Path) -> None:
     """64 conversations of ~100 KB (6.5 MB): plan, apply and verify never
     hold the whole tree (the peak stays near what one file needs, ~2 MB;
-    holding every file's bytes, value and report bytes took ~4x the tree)."""
+    holding every file's bytes, value and report bytes took ~4x the tree).
+
+    Each is measured twice, on a fresh store each time, and the lower peak
+    counts: what the migration holds comes back in every run, while the
+    process's own tables grow once in a while and then not again for long
+    (the interned-string dict, which ``pathlib`` feeds, is reallocated when
+    it doubles: in a worker that has run hundreds of tests, a few MB that
+    land in whichever run is going on)."""
     legacy = tmp_path / "big"
     folder = legacy / "the_assist/memory/store/conversations"
     folder.mkdir(parents=True)
@@ -276,14 +283,17 @@ def test_memory_stays_bounded_on_a_big_tree(tmp_path: Path) -> None:
     assert size > 6_000_000
     with store(tmp_path / "warm-up") as mm:  # lazy imports and caches, before measuring
         assert engine.plan(FIXTURE).ok and engine.apply(mm, FIXTURE).ok and engine.verify(mm, FIXTURE).ok
+    plans, applies, verifies = [], [], []
     tracemalloc.start()
     try:
-        plan_peak = peak_of(lambda: engine.plan(legacy))
-        with MemoryManager(tmp_path / "store", durability="flush", cache_size=0) as mm:  # no store read cache
-            apply_peak = peak_of(lambda: engine.apply(mm, legacy))
-            verify_peak = peak_of(lambda: engine.verify(mm, legacy))
+        for run in range(2):
+            plans.append(peak_of(lambda: engine.plan(legacy)))
+            with MemoryManager(tmp_path / f"store{run}", durability="flush", cache_size=0) as mm:  # no read cache
+                applies.append(peak_of(lambda: engine.apply(mm, legacy)))
+                verifies.append(peak_of(lambda: engine.verify(mm, legacy)))
     finally:
         tracemalloc.stop()
+    plan_peak, apply_peak, verify_peak = min(plans), min(applies), min(verifies)
     assert plan_peak < size / 2, f"plan peaked at {plan_peak} bytes for a {size}-byte tree"
     assert apply_peak < size / 2, f"apply peaked at {apply_peak} bytes for a {size}-byte tree"
     assert verify_peak < size / 2, f"verify peaked at {verify_peak} bytes for a {size}-byte tree"
