@@ -534,25 +534,31 @@ def test_kept_values_hold_only_their_bytes(mm: MemoryManager) -> None:
     4 KiB at least. The hot tier and the warm read cache keep every value they
     store, so what they keep must be an exact-size copy: 500 writes of a
     ~170-byte value grow the traced memory by well under 4 KiB a record
-    (a hot write that kept the caller's object would touch a fresh page)."""
+    (a hot write that kept the caller's object would touch a fresh page).
+    Two batches are measured and the smaller growth counts: what each record
+    keeps comes back in both, while a process-wide table that happens to be
+    reallocated in one of them (the interned-string dict) does not."""
     import gc
     import tracemalloc
 
     value = {"text": "x" * 150, "tags": ["a", "b"], "n": 1}
     for ns in NAMESPACES:
         mm.write(ns, "first", value)  # the namespace's structures exist before measuring
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            for i in range(500):
-                mm.write(ns, f"k{i}", value)
+        grown = []
+        for batch in range(2):
             gc.collect()
-            per_record = (tracemalloc.get_traced_memory()[0] - before) / 500
-        finally:
-            tracemalloc.stop()
-        assert per_record < 2048, (ns, per_record)
-        assert mm.read(ns, "k499") == value
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for i in range(500):
+                    mm.write(ns, f"k{batch}-{i}", value)
+                gc.collect()
+                grown.append((tracemalloc.get_traced_memory()[0] - before) / 500)
+            finally:
+                tracemalloc.stop()
+        per_record = min(grown)
+        assert per_record < 2048, (ns, grown)
+        assert mm.read(ns, "k1-499") == value
 
 
 def test_the_warm_read_cache_keeps_no_record_the_garbage_collector_walks(tmp_path: Path) -> None:
