@@ -23,8 +23,10 @@ from hrm_memory import (
     CursorExpired,
     InvalidArgument,
     InvalidCursor,
+    Keep,
     MemoryManager,
     MemoryStoreError,
+    NamespaceSpec,
     NotReplicated,
 )
 from hrm_memory.storage.redis.cluster import decode_cursor, topology
@@ -539,6 +541,62 @@ def test_a_read_after_not_replicated_sees_the_write_in_a_namespace_keeping_histo
                     assert m.read("focus.notes", "gone") is None
                     assert [v.value for v in m.history("focus.notes", "n")] == [{"by": "B"}, {"by": "A"}]
                 b.write("focus.notes", "n", {"by": "B", "again": True})  # confirmed once the replica is back
+
+
+def test_a_rotation_stopped_by_not_replicated_leaves_every_record_and_its_history_readable(tmp_path: Path) -> None:
+    """wait=1 on one server with a replica, a sealed namespace that keeps
+    history: a key rotation run while the replica is paused stops at its
+    first unconfirmed write (a kept version's slot moved ahead of a reseal,
+    or a reseal) and ``wait()`` raises NotReplicated. No key is destroyed;
+    every record reads its value and its history in every manager, paused
+    and resumed; a rotation once the replica is back reseals them all and
+    destroys the older keys."""
+    import redis
+    from tests.helpers.redis_server import RedisServer
+
+    ns = "crypto.rot"
+    with RedisServer(tmp_path / "primary") as primary:
+        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
+            deadline = time.monotonic() + 15
+            r = redis.Redis(host="127.0.0.1", port=replica.port)
+            try:
+                while r.info("replication").get("master_link_status") != "up":
+                    assert time.monotonic() < deadline, "the replica did not sync"
+                    time.sleep(0.05)
+            finally:
+                r.close()
+            url = primary.fresh_url(wait="1", wait_timeout="4000")
+            with MemoryManager(None, backend=url) as a:
+                a.declare(NamespaceSpec(ns, owner="crypto", encrypt=True, history=Keep(versions=3)))
+                for i in range(5):
+                    a.write(ns, f"k{i}", {"i": i, "v": 1})
+                    a.write(ns, f"k{i}", {"i": i, "v": 2})
+                first = a.keys.ids(f"ns:{ns}")
+
+            def all_readable(*managers: MemoryManager) -> None:
+                for m in managers:
+                    for i in range(5):
+                        assert m.read(ns, f"k{i}") == {"i": i, "v": 2}
+                        assert [v.value for v in m.history(ns, f"k{i}")] == [{"i": i, "v": 2}, {"i": i, "v": 1}]
+
+            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
+                    MemoryManager(None, backend=url) as other:  # fmt: skip
+                replica.pause()
+                try:
+                    rotation = b.rotate_keys(ns)
+                    with pytest.raises(NotReplicated):
+                        rotation.wait(60)
+                    assert rotation.destroyed == []
+                    assert set(first) < set(b.keys.ids(f"ns:{ns}"))  # the older key stays, beside the new one
+                    all_readable(b, other)
+                finally:
+                    replica.resume()
+                all_readable(b, other)
+                before = b.keys.ids(f"ns:{ns}")
+                again = b.rotate_keys(ns, wait=True)
+                assert sorted(again.destroyed) == sorted(before)
+                assert b.keys.ids(f"ns:{ns}") not in ([], before)
+                all_readable(b, other)
 
 
 @pytest.mark.parametrize("wait", ["0", "1"])
