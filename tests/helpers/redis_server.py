@@ -15,6 +15,7 @@ temporary directory, stopped afterwards. No mocks, no fakeredis.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -225,7 +227,29 @@ def fresh_url(**query: str) -> str:
     return shared_server().fresh_url(**query)
 
 
-__all__ = ["REQUIRE_ENV", "PortTaken", "RedisServer", "binary", "fresh_url", "free_port", "port_taken", "require_redis", "shared_server"]
+@contextlib.contextmanager
+def primary_with_replica(directory: Path, timeout: float = 15.0) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A server of the test's own and a replica of it (``--replicaof``), in
+    sub-folders of ``directory``, given once the replica's link to the
+    primary is up (a replica still in its first sync refuses to confirm);
+    both stopped after."""
+    import redis
+
+    with RedisServer(directory / "primary") as primary:
+        with RedisServer(directory / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
+            deadline = time.monotonic() + timeout
+            client = redis.Redis(host="127.0.0.1", port=replica.port)
+            try:
+                while client.info("replication").get("master_link_status") != "up":
+                    assert time.monotonic() < deadline, "the replica did not sync"
+                    time.sleep(0.05)
+            finally:
+                client.close()
+            yield primary, replica
+
+
+__all__ = ["REQUIRE_ENV", "PortTaken", "RedisServer", "binary", "fresh_url", "free_port", "port_taken", "primary_with_replica", "require_redis",
+           "shared_server"]
 
 
 # -- worker processes -------------------------------------------------------------

@@ -464,39 +464,34 @@ def test_replicated_mode_on_one_server_with_a_replica(tmp_path: Path) -> None:
     the write is read back by its manager and another one, the replica
     stopped and just resumed."""
     import redis
-    from tests.helpers.redis_server import RedisServer
+    from tests.helpers.redis_server import primary_with_replica
 
-    with RedisServer(tmp_path / "primary") as primary:
-        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
-            deadline = time.monotonic() + 15
-            r = redis.Redis(host="127.0.0.1", port=replica.port)
-            while r.info("replication").get("master_link_status") != "up":
-                assert time.monotonic() < deadline, "the replica did not sync"
-                time.sleep(0.05)
-            # A live replica confirms as soon as it is scheduled, which on a
-            # loaded machine can take longer than a short wait: 4 s (under the
-            # 5 s socket timeout WAIT answers within) for the write that must
-            # succeed. A paused replica never confirms, so 200 ms is enough to
-            # see NotReplicated (the same prefix: the same data).
-            url = primary.fresh_url(wait="1", wait_timeout="4000")
-            with MemoryManager(None, backend=url) as mm:
-                mm.write("focus.slow", "a", {"v": 1})
-                prefix = mm.backend.prefix
-                assert r.hget(f"{prefix}r:focus.slow", "a") is not None  # on the replica when write() returned
-            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as mm, \
-                    MemoryManager(None, backend=url) as other:
-                assert mm.backend.prefix == prefix
-                assert other.read("focus.slow", "a") == {"v": 1}
-                replica.pause()
-                try:
-                    with pytest.raises(NotReplicated):
-                        mm.write("focus.slow", "a", {"v": 2})
-                    # the write is on the primary: every manager reads it, the replica still stopped
-                    assert [m.read("focus.slow", "a") for _ in range(3) for m in (mm, other)] == [{"v": 2}] * 6
-                finally:
-                    replica.resume()
+    with primary_with_replica(tmp_path) as (primary, replica):
+        r = redis.Redis(host="127.0.0.1", port=replica.port)
+        # A live replica confirms as soon as it is scheduled, which on a
+        # loaded machine can take longer than a short wait: 4 s (under the
+        # 5 s socket timeout WAIT answers within) for the write that must
+        # succeed. A paused replica never confirms, so 200 ms is enough to
+        # see NotReplicated (the same prefix: the same data).
+        url = primary.fresh_url(wait="1", wait_timeout="4000")
+        with MemoryManager(None, backend=url) as mm:
+            mm.write("focus.slow", "a", {"v": 1})
+            prefix = mm.backend.prefix
+            assert r.hget(f"{prefix}r:focus.slow", "a") is not None  # on the replica when write() returned
+        with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as mm, \
+                MemoryManager(None, backend=url) as other:
+            assert mm.backend.prefix == prefix
+            assert other.read("focus.slow", "a") == {"v": 1}
+            replica.pause()
+            try:
+                with pytest.raises(NotReplicated):
+                    mm.write("focus.slow", "a", {"v": 2})
+                # the write is on the primary: every manager reads it, the replica still stopped
                 assert [m.read("focus.slow", "a") for _ in range(3) for m in (mm, other)] == [{"v": 2}] * 6
-            r.close()
+            finally:
+                replica.resume()
+            assert [m.read("focus.slow", "a") for _ in range(3) for m in (mm, other)] == [{"v": 2}] * 6
+        r.close()
 
 
 def test_a_read_after_not_replicated_sees_the_write_in_a_namespace_keeping_history(tmp_path: Path) -> None:
@@ -506,41 +501,31 @@ def test_a_read_after_not_replicated_sees_the_write_in_a_namespace_keeping_histo
     raises NotReplicated; the record is written (or deleted) all the same,
     every manager reads it so, the replica paused and resumed, and the
     version it replaced is in the key's history."""
-    import redis
-    from tests.helpers.redis_server import RedisServer
+    from tests.helpers.redis_server import primary_with_replica
 
-    with RedisServer(tmp_path / "primary") as primary:
-        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
-            deadline = time.monotonic() + 15
-            r = redis.Redis(host="127.0.0.1", port=replica.port)
+    with primary_with_replica(tmp_path) as (primary, replica):
+        url = primary.fresh_url(wait="1", wait_timeout="4000")  # (see the test above for the two waits)
+        with MemoryManager(None, backend=url) as a:
+            a.write("focus.notes", "n", {"by": "A"})
+            a.write("focus.notes", "gone", {"by": "A"})
+        with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
+                MemoryManager(None, backend=url) as other:  # fmt: skip
+            replica.pause()
             try:
-                while r.info("replication").get("master_link_status") != "up":
-                    assert time.monotonic() < deadline, "the replica did not sync"
-                    time.sleep(0.05)
-            finally:
-                r.close()
-            url = primary.fresh_url(wait="1", wait_timeout="4000")  # (see the test above for the two waits)
-            with MemoryManager(None, backend=url) as a:
-                a.write("focus.notes", "n", {"by": "A"})
-                a.write("focus.notes", "gone", {"by": "A"})
-            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
-                    MemoryManager(None, backend=url) as other:  # fmt: skip
-                replica.pause()
-                try:
-                    with pytest.raises(NotReplicated):
-                        b.write("focus.notes", "n", {"by": "B"})
-                    with pytest.raises(NotReplicated):
-                        b.delete("focus.notes", "gone")
-                    for m in (b, other, b, other):
-                        assert m.read("focus.notes", "n") == {"by": "B"}
-                        assert m.read("focus.notes", "gone") is None
-                finally:
-                    replica.resume()
-                for m in (b, other):
+                with pytest.raises(NotReplicated):
+                    b.write("focus.notes", "n", {"by": "B"})
+                with pytest.raises(NotReplicated):
+                    b.delete("focus.notes", "gone")
+                for m in (b, other, b, other):
                     assert m.read("focus.notes", "n") == {"by": "B"}
                     assert m.read("focus.notes", "gone") is None
-                    assert [v.value for v in m.history("focus.notes", "n")] == [{"by": "B"}, {"by": "A"}]
-                b.write("focus.notes", "n", {"by": "B", "again": True})  # confirmed once the replica is back
+            finally:
+                replica.resume()
+            for m in (b, other):
+                assert m.read("focus.notes", "n") == {"by": "B"}
+                assert m.read("focus.notes", "gone") is None
+                assert [v.value for v in m.history("focus.notes", "n")] == [{"by": "B"}, {"by": "A"}]
+            b.write("focus.notes", "n", {"by": "B", "again": True})  # confirmed once the replica is back
 
 
 def test_a_rotation_stopped_by_not_replicated_leaves_every_record_and_its_history_readable(tmp_path: Path) -> None:
@@ -551,52 +536,42 @@ def test_a_rotation_stopped_by_not_replicated_leaves_every_record_and_its_histor
     every record reads its value and its history in every manager, paused
     and resumed; a rotation once the replica is back reseals them all and
     destroys the older keys."""
-    import redis
-    from tests.helpers.redis_server import RedisServer
+    from tests.helpers.redis_server import primary_with_replica
 
     ns = "crypto.rot"
-    with RedisServer(tmp_path / "primary") as primary:
-        with RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port))) as replica:
-            deadline = time.monotonic() + 15
-            r = redis.Redis(host="127.0.0.1", port=replica.port)
-            try:
-                while r.info("replication").get("master_link_status") != "up":
-                    assert time.monotonic() < deadline, "the replica did not sync"
-                    time.sleep(0.05)
-            finally:
-                r.close()
-            url = primary.fresh_url(wait="1", wait_timeout="4000")
-            with MemoryManager(None, backend=url) as a:
-                a.declare(NamespaceSpec(ns, owner="crypto", encrypt=True, history=Keep(versions=3)))
+    with primary_with_replica(tmp_path) as (primary, replica):
+        url = primary.fresh_url(wait="1", wait_timeout="4000")
+        with MemoryManager(None, backend=url) as a:
+            a.declare(NamespaceSpec(ns, owner="crypto", encrypt=True, history=Keep(versions=3)))
+            for i in range(5):
+                a.write(ns, f"k{i}", {"i": i, "v": 1})
+                a.write(ns, f"k{i}", {"i": i, "v": 2})
+            first = a.keys.ids(f"ns:{ns}")
+
+        def all_readable(*managers: MemoryManager) -> None:
+            for m in managers:
                 for i in range(5):
-                    a.write(ns, f"k{i}", {"i": i, "v": 1})
-                    a.write(ns, f"k{i}", {"i": i, "v": 2})
-                first = a.keys.ids(f"ns:{ns}")
+                    assert m.read(ns, f"k{i}") == {"i": i, "v": 2}
+                    assert [v.value for v in m.history(ns, f"k{i}")] == [{"i": i, "v": 2}, {"i": i, "v": 1}]
 
-            def all_readable(*managers: MemoryManager) -> None:
-                for m in managers:
-                    for i in range(5):
-                        assert m.read(ns, f"k{i}") == {"i": i, "v": 2}
-                        assert [v.value for v in m.history(ns, f"k{i}")] == [{"i": i, "v": 2}, {"i": i, "v": 1}]
-
-            with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
-                    MemoryManager(None, backend=url) as other:  # fmt: skip
-                replica.pause()
-                try:
-                    rotation = b.rotate_keys(ns)
-                    with pytest.raises(NotReplicated):
-                        rotation.wait(60)
-                    assert rotation.destroyed == []
-                    assert set(first) < set(b.keys.ids(f"ns:{ns}"))  # the older key stays, beside the new one
-                    all_readable(b, other)
-                finally:
-                    replica.resume()
+        with MemoryManager(None, backend=url.replace("wait_timeout=4000", "wait_timeout=200")) as b, \
+                MemoryManager(None, backend=url) as other:  # fmt: skip
+            replica.pause()
+            try:
+                rotation = b.rotate_keys(ns)
+                with pytest.raises(NotReplicated):
+                    rotation.wait(60)
+                assert rotation.destroyed == []
+                assert set(first) < set(b.keys.ids(f"ns:{ns}"))  # the older key stays, beside the new one
                 all_readable(b, other)
-                before = b.keys.ids(f"ns:{ns}")
-                again = b.rotate_keys(ns, wait=True)
-                assert sorted(again.destroyed) == sorted(before)
-                assert b.keys.ids(f"ns:{ns}") not in ([], before)
-                all_readable(b, other)
+            finally:
+                replica.resume()
+            all_readable(b, other)
+            before = b.keys.ids(f"ns:{ns}")
+            again = b.rotate_keys(ns, wait=True)
+            assert sorted(again.destroyed) == sorted(before)
+            assert b.keys.ids(f"ns:{ns}") not in ([], before)
+            all_readable(b, other)
 
 
 @pytest.mark.parametrize("wait", ["0", "1"])
