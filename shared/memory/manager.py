@@ -60,7 +60,7 @@ from hrm_memory.core.pipeline import Pipeline
 from hrm_memory.core.state import Core
 from hrm_memory.core.store import Records
 from hrm_memory.history.forget import Forget
-from hrm_memory.history.keeper import PREFIX as HISTORY_PREFIX, History, Version
+from hrm_memory.history.keeper import History, Version
 from hrm_memory.history.importer import Importer
 from hrm_memory.history.portable import Portable
 from hrm_memory.recall.index import RecallIndex, SearchIndex
@@ -70,7 +70,7 @@ from hrm_memory.recall.memories import Remembered
 from hrm_memory.context.render import Context
 from hrm_memory.recall.search import FUSIONS, Hit
 from hrm_memory.core.records import Event, Finding, Record
-from hrm_memory.core.spec import CONSENT_CATEGORIES, NamespaceSpec, Registry
+from hrm_memory.core.spec import CONSENT_CATEGORIES, HISTORY_PREFIX, NamespaceSpec, Registry, key_group
 from hrm_memory.storage import DURABILITY, FileBackend, HotTier
 from hrm_memory.storage.sealed.keys import FileKeys, KeyProvider, keys_dir
 from hrm_memory.storage.memory import SCHEME as MEMORY_SCHEME
@@ -773,7 +773,7 @@ class Consent:
 
 def sealed_names(registry: Registry) -> list[str]:
     """The persisted namespaces whose values are sealed, and their kept history."""
-    return [n for s in registry if s.tier != "hot" and (s.consent is not None or s.encrypt)
+    return [n for s in registry if s.tier != "hot" and key_group(s) is not None
             for n in (s.name, HISTORY_PREFIX + s.name)]
 
 
