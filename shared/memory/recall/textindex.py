@@ -981,7 +981,7 @@ class TextIndex:
     def _forget_counts(self) -> None:
         """Forget every count remembered, at once (an erase or a purge: no
         count of a removed word outlives it, and the removed text is not read
-        to move them: the write that follows finds none to move)."""
+        to move them: the write that follows finds none to move; a close)."""
         self._df_cache.clear()
         self._commits += 1
 
@@ -1068,9 +1068,7 @@ class TextIndex:
             if self._db is not None:
                 self._db.close()
                 self._db = None
-            # A connection opened later counts afresh (its data_version is its own).
-            self._df_cache.clear()
-            self._commits += 1
+            self._forget_counts()  # a connection opened later counts afresh (its data_version is its own)
 
 
 __all__ = ["RANKED", "Row", "TextIndex", "first_probe"]
