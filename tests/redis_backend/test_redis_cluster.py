@@ -528,6 +528,55 @@ def test_a_read_after_not_replicated_sees_the_write_in_a_namespace_keeping_histo
             b.write("focus.notes", "n", {"by": "B", "again": True})  # confirmed once the replica is back
 
 
+def test_a_grant_whose_kept_versions_are_not_replicated_moves_every_session_copy_first() -> None:
+    """wait=1 on the cluster, two gated namespaces that keep history, each
+    with copies held in the session while consent was revoked: the grant
+    keeps each replaced version on the history's own key, and the shard
+    holding one namespace's history has its replica stopped. The grant
+    raises NotReplicated only after every copy of both namespaces is in the
+    store: another manager reads each of them, and the versions they
+    replaced are in their history once the replica is back."""
+    cluster = shared_cluster()
+    client = py_client(cluster)
+    names = ("crypto.one", "crypto.two")
+    try:
+        while True:  # one history on a shard that holds none of the records nor the consent record
+            prefix = f"t{uuid.uuid4().hex[:10]}:"
+            layout = KeyLayout(prefix, True)
+            history = owner(client, layout.of("_h." + names[0]).live)
+            others = {owner(client, layout.of(n).live) for n in (*names, "focus.consent")}
+            if history not in others:
+                break
+        url = cluster.fresh_url(prefix=prefix, wait="1", wait_timeout="1000")
+        specs = [NamespaceSpec(n, consent="conversation", history=Keep(versions=3), owner="crypto") for n in names]
+        with MemoryManager(None, backend=url) as a, MemoryManager(None, backend=url) as other:
+            for spec in specs:
+                a.declare(spec)
+            a.consent.grant("conversation")
+            for n in names:
+                for k in ("k0", "k1"):
+                    a.write(n, k, {"v": 1})
+            a.consent.revoke("conversation")
+            for n in names:
+                for k in ("k0", "k1"):
+                    a.write(n, k, {"v": 2})  # held in this session
+            stopped = cluster.replica_of(history)
+            cluster.procs[stopped].send_signal(19)  # SIGSTOP
+            try:
+                with pytest.raises(NotReplicated):
+                    a.consent.grant("conversation")
+                assert other.consent.granted("conversation")
+                assert [other.read(n, k) for n in names for k in ("k0", "k1")] == [{"v": 2}] * 4
+            finally:
+                cluster.procs[stopped].send_signal(18)  # SIGCONT
+            for m in (a, other):
+                for n in names:
+                    for k in ("k0", "k1"):
+                        assert [v.value for v in m.history(n, k)] == [{"v": 2}, {"v": 1}], (n, k)
+    finally:
+        client.close()
+
+
 def test_a_rotation_stopped_by_not_replicated_leaves_every_record_and_its_history_readable(tmp_path: Path) -> None:
     """wait=1 on one server with a replica, a sealed namespace that keeps
     history: a key rotation run while the replica is paused stops at its

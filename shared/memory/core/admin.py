@@ -137,8 +137,13 @@ class Admin:
             self.core.bus.record("write", spec.name, category, stored.version, trace_id, True)
         gated = [s for s in self.core.registry if s.consent == category and s.tier != "hot"]
         if grant:
-            persisted = {s.name: n for s in gated if (n := self._persist_session(s, trace_id))}
+            # A kept version no replica confirmed (as in Core.commit) is raised
+            # once every namespace's copies are moved and the grant is told.
+            unconfirmed: list[NotReplicated] = []
+            persisted = {s.name: n for s in gated if (n := self._persist_session(s, trace_id, unconfirmed))}
             self.core.decided(category, True, False)
+            if unconfirmed:
+                raise unconfirmed[0]
             return {"category": category, "granted": True, "persisted": persisted}
         purged = {s.name: self.core.backend.purge(s.name) for s in gated} if purge else {}
         for name in purged:
@@ -146,10 +151,10 @@ class Admin:
         self.core.decided(category, False, purge)
         return {"category": category, "granted": False, "purged": purged}
 
-    def _persist_session(self, spec: NamespaceSpec, trace_id: str) -> int:
-        """Move this session's copies of a gated namespace to the backend (on grant)."""
+    def _persist_session(self, spec: NamespaceSpec, trace_id: str, unconfirmed: list[NotReplicated]) -> int:
+        """Move this session's copies of a gated namespace to the backend (on
+        grant); the ``NotReplicated`` of kept versions go to ``unconfirmed``."""
         n = 0
-        unconfirmed: list[NotReplicated] = []  # as in Core.commit: raised once every copy is moved
         with self.core.backend.lock(spec.name):
             for st in list(self.core.hot.scan(spec.name)):
                 # The record keeps the creation time it had while it waited for
@@ -163,8 +168,6 @@ class Admin:
                 self.core.hot.delete(spec.name, st.key, now_us())
                 self.core.bus.record("write", spec.name, st.key, stored.version, trace_id, True)
                 n += 1
-        if unconfirmed:
-            raise unconfirmed[0]
         return n
 
     def _archive(self, op: ArchiveOp, scope: str | None, span: OpSpan | None) -> tuple[dict[str, int], Attrs]:
